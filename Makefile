@@ -1,0 +1,49 @@
+# quotree: everything a newcomer types goes through this file.
+#   make run    start quotree (see README)
+#   make test   lint, types, unit tests, e2e tests against a real local control plane
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv lint typecheck unit e2e test run simulate-demo bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check quotree operator webhooks tests bench hack
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy quotree
+	$(BIN)/mypy operator/quotree_operator webhooks/quotree_webhooks
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+e2e: $(STAMP)
+	$(BIN)/pytest -q tests/e2e
+
+# One pytest run so CI reads one closing line.
+test: lint typecheck
+	$(BIN)/pytest -q tests
+
+simulate-demo: $(STAMP)
+	$(BIN)/quotree simulate examples/koordinator-runtime.yaml -o table
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_engine.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+
+-include hack/cluster.mk
