@@ -1,0 +1,49 @@
+"""quotree: the quota engine, shared by the operator, the webhooks and `quotree simulate`.
+
+Pure: no Kubernetes client, no network, no clock. See docs/architecture.md.
+"""
+
+from quotree.engine import Decisions, Engine, Eviction, PodState, Resolution
+from quotree.models import (
+    ADMISSION_GATE,
+    CAPACITY_LABEL,
+    PREEMPTIBLE_LABEL,
+    QUOTA_LABEL,
+    CohortSpec,
+    ConfigError,
+    ElasticQuotaSpec,
+    NodeConfig,
+    PodFacts,
+    parse_node,
+    pod_facts,
+)
+from quotree.quantity import UNLIMITED, QuantityError, format_quantity, parse_quantity
+from quotree.rules import Verdict, check_apply, check_delete
+from quotree.tree import QuotaTree
+
+__all__ = [
+    "ADMISSION_GATE",
+    "CAPACITY_LABEL",
+    "PREEMPTIBLE_LABEL",
+    "QUOTA_LABEL",
+    "UNLIMITED",
+    "CohortSpec",
+    "ConfigError",
+    "Decisions",
+    "ElasticQuotaSpec",
+    "Engine",
+    "Eviction",
+    "NodeConfig",
+    "PodFacts",
+    "PodState",
+    "QuantityError",
+    "QuotaTree",
+    "Resolution",
+    "Verdict",
+    "check_apply",
+    "check_delete",
+    "format_quantity",
+    "parse_node",
+    "parse_quantity",
+    "pod_facts",
+]

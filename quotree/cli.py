@@ -1,0 +1,51 @@
+"""The `quotree` command. Errors are one line on stderr and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from quotree.simulate import SimulationError, render_json, render_table, simulate
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quotree", description="Hierarchical elastic quotas for Kubernetes."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    sim = commands.add_parser(
+        "simulate",
+        help="run Cohort, ElasticQuota, Node and Pod YAML through the quota engine",
+        description="Preview what quotree would decide for these objects, without a cluster.",
+    )
+    sim.add_argument("files", nargs="+", metavar="FILE", help="multi-document YAML files")
+    sim.add_argument("-o", "--output", choices=("json", "table"), default="table")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        result = simulate(args.files)
+        text = render_json(result) if args.output == "json" else render_table(result)
+    except SimulationError as exc:
+        print(f"quotree: error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # users never see a traceback
+        if os.environ.get("QUOTREE_DEBUG"):
+            raise
+        print(f"quotree: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    if args.output == "json":
+        for warning in result.warnings:
+            print(f"quotree: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,346 @@
+"""The objects users write, as pydantic models, and the parsed forms the engine uses.
+
+`CohortSpec` and `ElasticQuotaSpec` are the single source of the CRD schemas
+(crds/ is generated from them and a test fails if the two drift) and of what
+the webhooks accept. `NodeConfig` is the same spec parsed into integers in
+base units; `PodFacts` is what the engine needs to know about a pod.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from quotree.quantity import QuantityError, parse_quantity
+
+__all__ = [
+    "ADMISSION_GATE",
+    "CAPACITY_LABEL",
+    "GROUP",
+    "PREEMPTIBLE_LABEL",
+    "QUOTA_LABEL",
+    "VERSION",
+    "CohortSpec",
+    "ConfigError",
+    "ElasticQuotaSpec",
+    "NodeConfig",
+    "PodFacts",
+    "PreemptionSpec",
+    "effective_request",
+    "parse_node",
+    "pod_facts",
+]
+
+GROUP = "quotree.io"
+VERSION = "v1alpha1"
+QUOTA_LABEL = "quotree.io/quota-name"
+PREEMPTIBLE_LABEL = "quotree.io/preemptible"
+CAPACITY_LABEL = "quotree.io/capacity"
+ADMISSION_GATE = "quotree.io/admission"
+
+Kind = Literal["Cohort", "ElasticQuota"]
+
+# Kubernetes resource names: an optional DNS prefix and a qualified name.
+_RESOURCE_NAME = re.compile(
+    r"^(?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$")
+
+Quantity = str | int | float
+ResourceList = dict[str, Quantity]
+
+
+class ConfigError(ValueError):
+    """A Cohort or ElasticQuota that cannot be read; the message is one line for people."""
+
+
+def _check_resource_list(value: ResourceList | None) -> ResourceList | None:
+    if value is None:
+        return value
+    for name, amount in value.items():
+        if not _RESOURCE_NAME.match(name):
+            raise ValueError(f"{name!r} is not a resource name")
+        try:
+            parse_quantity(amount, name)
+        except QuantityError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return value
+
+
+class PreemptionSpec(BaseModel):
+    """How pods of one quota may preempt each other."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    withinQuota: Literal["LowerPriority", "Never"] = Field(
+        default="LowerPriority",
+        description="LowerPriority: a pending pod may evict lower-priority pods of its own quota.",
+    )
+
+
+class _NodeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    parent: str | None = Field(
+        default=None, description="The parent Cohort; omitted: a top-level node."
+    )
+    min: ResourceList | None = Field(default=None, description="Guaranteed amounts.")
+    max: ResourceList | None = Field(default=None, description="Ceiling; omitted: unlimited.")
+    sharedWeight: ResourceList | None = Field(
+        default=None,
+        description="Weight for sharing idle quota; default max when set, else min, else 1.",
+    )
+    lendingLimit: ResourceList | None = Field(
+        default=None, description="How much of the unused min may be lent; default all."
+    )
+    borrowingLimit: ResourceList | None = Field(
+        default=None, description="How much above min may be borrowed; default unlimited."
+    )
+
+    _lists = field_validator("min", "max", "sharedWeight", "lendingLimit", "borrowingLimit")(
+        _check_resource_list
+    )
+
+    @field_validator("parent")
+    @classmethod
+    def _parent_name(cls, value: str | None) -> str | None:
+        if value is not None and not _DNS_SUBDOMAIN.match(value):
+            raise ValueError(f"{value!r} is not a valid object name")
+        return value
+
+
+class CohortSpec(_NodeSpec):
+    """spec of a Cohort: an inner node of the quota tree."""
+
+
+class ElasticQuotaSpec(_NodeSpec):
+    """spec of an ElasticQuota: a leaf of the quota tree that pods are charged to."""
+
+    namespaces: list[str] | None = Field(
+        default=None, description="More namespaces whose pods may use this quota."
+    )
+    preemption: PreemptionSpec | None = None
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespace_names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or ():
+            if not _DNS_SUBDOMAIN.match(name):
+                raise ValueError(f"{name!r} is not a valid namespace name")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """A Cohort or ElasticQuota, parsed: every amount in base units."""
+
+    kind: Kind
+    name: str
+    parent: str | None = None
+    namespace: str | None = None
+    min: Mapping[str, int] = field(default_factory=dict)
+    max: Mapping[str, int] = field(default_factory=dict)
+    shared_weight: Mapping[str, int] = field(default_factory=dict)
+    lending_limit: Mapping[str, int] = field(default_factory=dict)
+    borrowing_limit: Mapping[str, int] = field(default_factory=dict)
+    namespaces: tuple[str, ...] = ()
+    preempt_within_quota: bool = True
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.kind == "ElasticQuota"
+
+    def covers(self, namespace: str) -> bool:
+        """True when pods of `namespace` may be charged to this quota."""
+        return self.is_leaf and (namespace == self.namespace or namespace in self.namespaces)
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+def _parsed(values: ResourceList | None) -> dict[str, int]:
+    return {name: parse_quantity(amount, name) for name, amount in (values or {}).items()}
+
+
+def _error_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
+    """Parse a Cohort or ElasticQuota object (as `kubectl apply` sends it).
+
+    Raises ConfigError with one line naming the object, the field and the problem.
+    """
+    kind = obj.get("kind")
+    metadata = obj.get("metadata") or {}
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    label = f"{kind} {name}" if name else f"{kind or 'object'} (no name)"
+    if kind not in ("Cohort", "ElasticQuota"):
+        raise ConfigError(f"{label}: kind must be Cohort or ElasticQuota")
+    if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
+        raise ConfigError(f"{label}: metadata.name must be a valid object name")
+    namespace = metadata.get("namespace")
+    if kind == "ElasticQuota" and not namespace:
+        raise ConfigError(f"{label}: an ElasticQuota needs metadata.namespace")
+    spec_obj = obj.get("spec") or {}
+    if not isinstance(spec_obj, Mapping):
+        raise ConfigError(f"{label}: spec must be an object")
+    model: type[_NodeSpec] = CohortSpec if kind == "Cohort" else ElasticQuotaSpec
+    try:
+        spec = model.model_validate(dict(spec_obj))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = _error_path(("spec", *first["loc"]))
+        message = str(first["msg"]).removeprefix("Value error, ")
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(f"{label}: {where}: {message}{more}") from None
+    quota = spec if isinstance(spec, ElasticQuotaSpec) else None
+    return NodeConfig(
+        kind=kind,
+        name=name,
+        parent=spec.parent,
+        namespace=namespace if kind == "ElasticQuota" else None,
+        min=_parsed(spec.min),
+        max=_parsed(spec.max),
+        shared_weight=_parsed(spec.sharedWeight),
+        lending_limit=_parsed(spec.lendingLimit),
+        borrowing_limit=_parsed(spec.borrowingLimit),
+        namespaces=tuple(quota.namespaces or ()) if quota else (),
+        preempt_within_quota=not (
+            quota and quota.preemption and quota.preemption.withinQuota == "Never"
+        ),
+    )
+
+
+# ---------------------------------------------------------------- pods
+
+
+@dataclass(slots=True)
+class PodFacts:
+    """What the engine needs to know about one pod."""
+
+    namespace: str
+    name: str
+    request: dict[str, int]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    priority: int = 0
+    created: float = 0.0
+    node_name: str | None = None
+    phase: str = "Pending"
+    gated: bool = False
+    deleting: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def preemptible(self) -> bool:
+        return self.labels.get(PREEMPTIBLE_LABEL, "true").lower() != "false"
+
+
+def _container_requests(container: Mapping[str, Any], pod_label: str) -> dict[str, int]:
+    """A container's requests; a limit without a request counts as the request (API defaulting)."""
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("limits") or {})
+    requests.update(resources.get("requests") or {})
+    out: dict[str, int] = {}
+    for name, value in requests.items():
+        try:
+            out[name] = parse_quantity(value, name)
+        except QuantityError as exc:
+            cname = container.get("name", "?")
+            raise ConfigError(
+                f"Pod {pod_label}: container {cname} resources {name}: {exc}"
+            ) from None
+    return out
+
+
+def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
+    for name, amount in more.items():
+        into[name] = into.get(name, 0) + amount
+
+
+def _max_into(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        if amount > into.get(name, 0):
+            into[name] = amount
+
+
+def effective_request(pod_spec: Mapping[str, Any], pod_label: str = "?") -> dict[str, int]:
+    """The pod's effective request by the Kubernetes rule.
+
+    Regular containers are summed; each regular init container counts with the
+    sidecars (init containers with restartPolicy Always) started before it, and
+    the pod needs the largest of those moments; sidecars keep running beside
+    the regular containers; the pod overhead is added on top.
+    """
+    running: dict[str, int] = {}
+    for container in pod_spec.get("containers") or ():
+        _add(running, _container_requests(container, pod_label))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for container in pod_spec.get("initContainers") or ():
+        requests = _container_requests(container, pod_label)
+        if container.get("restartPolicy") == "Always":
+            _add(sidecars, requests)
+            _max_into(init_peak, sidecars)
+        else:
+            moment = dict(sidecars)
+            _add(moment, requests)
+            _max_into(init_peak, moment)
+    _add(running, sidecars)
+    _max_into(running, init_peak)
+    overhead = pod_spec.get("overhead") or {}
+    for name, value in overhead.items():
+        try:
+            running[name] = running.get(name, 0) + parse_quantity(value, name)
+        except QuantityError as exc:
+            raise ConfigError(f"Pod {pod_label}: overhead {name}: {exc}") from None
+    return {name: amount for name, amount in running.items() if amount > 0}
+
+
+def _timestamp(value: object) -> float | None:
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.timestamp()
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFacts:
+    """Read a Pod object (a dict as the API serves it) into PodFacts."""
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    namespace = metadata.get("namespace") or "default"
+    name = metadata.get("name") or metadata.get("generateName") or "?"
+    label = f"{namespace}/{name}"
+    created = _timestamp(metadata.get("creationTimestamp"))
+    gates = spec.get("schedulingGates") or ()
+    priority = spec.get("priority")
+    return PodFacts(
+        namespace=namespace,
+        name=name,
+        request=effective_request(spec, label),
+        labels=dict(metadata.get("labels") or {}),
+        priority=int(priority) if isinstance(priority, int) else 0,
+        created=default_created if created is None else created,
+        node_name=spec.get("nodeName") or None,
+        phase=status.get("phase") or "Pending",
+        gated=any(gate.get("name") == ADMISSION_GATE for gate in gates),
+        deleting=bool(metadata.get("deletionTimestamp")),
+    )

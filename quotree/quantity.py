@@ -1,0 +1,123 @@
+"""Kubernetes quantities as exact integers in base units.
+
+The engine never uses floats: `cpu` is counted in millicores, every other
+resource in whole base units (bytes for memory), a fractional value rounded
+up, as semantics.md says. `UNLIMITED` stands for "no limit" and stays an int
+so that arithmetic and comparisons need no special cases: it is far above any
+value a quantity may hold (Kubernetes itself stores quantities in int64).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+__all__ = [
+    "MAX_VALUE",
+    "UNLIMITED",
+    "QuantityError",
+    "format_quantity",
+    "is_unlimited",
+    "parse_quantity",
+]
+
+#: Largest amount a quantity may hold, in base units: Kubernetes' int64 limit.
+MAX_VALUE = (1 << 63) - 1
+#: "No limit": larger than any sum of valid amounts, and still an int.
+UNLIMITED = 1 << 200
+
+
+class QuantityError(ValueError):
+    """A quantity that is not a valid, non-negative Kubernetes quantity."""
+
+
+_BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))$"
+)
+
+
+def _scale(resource: str) -> int:
+    """How many base units make one unit of the quantity: cpu counts millicores."""
+    return 1000 if resource == "cpu" else 1
+
+
+def parse_quantity(value: object, resource: str) -> int:
+    """Parse a Kubernetes quantity for `resource` into base units, rounding up.
+
+    Accepts strings and plain numbers (YAML turns `cpu: 4` into an int).
+    Raises QuantityError for anything else, negatives and values beyond
+    Kubernetes' int64 range.
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{value!r} is not a quantity")
+        text = repr(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise QuantityError(f'{value!r} is not a quantity (want a string such as "500m" or "4Gi")')
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise QuantityError(f'{text!r} is not a quantity (want e.g. "500m", "4", "40Gi")')
+    exp = match["exp"]
+    if exp is not None and abs(int(exp[1:])) > 40:
+        raise QuantityError(f"{text!r} is out of range (at most {MAX_VALUE} base units)")
+    number = Fraction(match["num"])
+    if match["bin"]:
+        number *= _BINARY[match["bin"]]
+    elif exp is not None:
+        number *= Fraction(10) ** int(exp[1:])
+    else:
+        number *= _DECIMAL[match["dec"] or ""]
+    if match["sign"] == "-" and number != 0:
+        raise QuantityError(f"{text!r} is negative")
+    amount = math.ceil(number * _scale(resource))
+    if amount > MAX_VALUE:
+        raise QuantityError(f"{text!r} is out of range (at most {MAX_VALUE} base units)")
+    return amount
+
+
+def is_unlimited(amount: int) -> bool:
+    """True for the UNLIMITED sentinel and anything derived from it."""
+    return amount >= UNLIMITED
+
+
+_MEMORY_LIKE = ("memory", "storage")
+
+
+def format_quantity(amount: int, resource: str) -> str:
+    """Print base units as a Kubernetes quantity string for `resource`.
+
+    cpu: whole cores when exact ("4"), else millicores ("1500m"); memory and
+    storage: the largest binary suffix that divides exactly ("40Gi"); all
+    other resources: the plain integer.
+    """
+    if is_unlimited(amount):
+        return "unlimited"
+    if resource == "cpu":
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if amount and resource.endswith(_MEMORY_LIKE):
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            unit = _BINARY[suffix]
+            if amount % unit == 0:
+                return f"{amount // unit}{suffix}"
+    return str(amount)

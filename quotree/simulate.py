@@ -1,0 +1,258 @@
+"""`quotree simulate`: the operator's engine on YAML files, with no cluster.
+
+Quotas, cohorts and nodes are loaded first, through the same configuration
+rules the validating webhook applies. Pods then arrive one at a time in
+document order; after each, the engine admits, preempts within quotas and
+reclaims (with no delay) until nothing changes, as the operator would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from quotree.engine import Engine, PodRecord, PodState
+from quotree.models import GROUP, VERSION, ConfigError, NodeConfig, parse_node, pod_facts
+from quotree.quantity import QuantityError, format_quantity, parse_quantity
+from quotree.rules import check_apply
+
+__all__ = ["Simulation", "SimulationError", "load_documents", "render_table", "simulate"]
+
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class SimulationError(Exception):
+    """Bad input: one line that names the object and the problem."""
+
+
+@dataclass(slots=True)
+class Simulation:
+    """The engine after the whole input, ready to be reported."""
+
+    engine: Engine
+    configs: list[NodeConfig]
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every YAML document of the files, in order, with where it came from (List kinds opened)."""
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SimulationError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        try:
+            documents = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or "invalid YAML"
+            raise SimulationError(f"{path}{where}: {problem}") from None
+        for index, doc in enumerate(documents, start=1):
+            if doc is None:
+                continue
+            origin = f"{path} document {index}"
+            if not isinstance(doc, Mapping):
+                raise SimulationError(f"{origin}: expected a Kubernetes object, got {doc!r:.40}")
+            if doc.get("kind") == "List":
+                for item in doc.get("items") or ():
+                    if not isinstance(item, Mapping):
+                        raise SimulationError(f"{origin}: List item is not an object")
+                    yield origin, item
+            else:
+                yield origin, doc
+
+
+def _name(doc: Mapping[str, Any]) -> str:
+    metadata = doc.get("metadata") or {}
+    name = metadata.get("name", "(no name)") if isinstance(metadata, Mapping) else "(no name)"
+    namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    return f"{doc.get('kind')} {namespace + '/' if namespace else ''}{name}"
+
+
+def _node_capacity(doc: Mapping[str, Any]) -> dict[str, int] | None:
+    status = doc.get("status") or {}
+    amounts = status.get("allocatable") or status.get("capacity") or {}
+    conditions = status.get("conditions") or []
+    for condition in conditions:
+        if condition.get("type") == "Ready" and condition.get("status") != "True":
+            return None
+    if (doc.get("spec") or {}).get("unschedulable"):
+        return None
+    out = {}
+    for resource, value in amounts.items():
+        try:
+            out[resource] = parse_quantity(value, resource)
+        except QuantityError as exc:
+            raise SimulationError(f"{_name(doc)}: status allocatable {resource}: {exc}") from None
+    return out
+
+
+def simulate(paths: Iterable[str | Path]) -> Simulation:
+    """Run the input through the engine; raises SimulationError on bad input."""
+    configs: dict[str, NodeConfig] = {}
+    engine = Engine(reclaim_delay=0.0, instant_evictions=True)
+    pods: list[tuple[str, Mapping[str, Any]]] = []
+    warnings: list[str] = []
+    for origin, doc in load_documents(paths):
+        kind = doc.get("kind")
+        if kind in ("Cohort", "ElasticQuota"):
+            if doc.get("apiVersion") != API_VERSION:
+                raise SimulationError(
+                    f"{_name(doc)}: apiVersion must be {API_VERSION}, not {doc.get('apiVersion')!r}"
+                )
+            try:
+                config = parse_node(doc)
+            except ConfigError as exc:
+                raise SimulationError(str(exc)) from None
+            verdict = check_apply(configs, config)
+            if not verdict.allowed:
+                raise SimulationError(verdict.message)
+            warnings.extend(verdict.warnings)
+            configs[config.name] = config
+            engine.set_config(config)
+        elif kind == "Node":
+            name = (doc.get("metadata") or {}).get("name") or origin
+            engine.set_cluster_node(str(name), _node_capacity(doc))
+        elif kind == "Pod":
+            pods.append((origin, doc))
+        else:
+            raise SimulationError(
+                f"{origin}: unknown kind {kind!r} (want Cohort, ElasticQuota, Node or Pod)"
+            )
+    for problem_name, problem in sorted(engine.tree.problems.items()):
+        if problem.reason == "ParentNotFound":
+            warnings.append(problem.message)
+        elif problem.own:
+            raise SimulationError(f"{problem.message} (rule broken: {problem.reason})")
+        del problem_name
+    seen: set[str] = set()
+    for index, (origin, doc) in enumerate(pods):
+        try:
+            facts = pod_facts(doc, default_created=float(index))
+        except ConfigError as exc:
+            raise SimulationError(str(exc)) from None
+        if facts.key in seen:
+            raise SimulationError(f"Pod {facts.key}: defined twice ({origin})")
+        seen.add(facts.key)
+        if facts.terminal:
+            continue
+        running = facts.node_name is not None or facts.phase == "Running"
+        resolution = engine.resolve(facts.namespace, facts.labels)
+        if resolution.error is not None:
+            raise SimulationError(f"Pod {facts.key}: rejected: {resolution.error}")
+        if resolution.quota is not None and resolution.quota not in configs:
+            raise SimulationError(
+                f"Pod {facts.key}: default quota {resolution.quota} is not defined"
+            )
+        facts.gated = resolution.quota is not None and not running
+        if resolution.quota is None and not facts.node_name:
+            # Unmanaged pods are scheduled at once: they hold capacity.
+            facts.node_name = "(scheduled)"
+        engine.observe_pod(facts)
+        engine.decide(now=float(index))
+    return Simulation(engine, list(configs.values()), warnings)
+
+
+def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+    return {r: format_quantity(a, r) for r, a in sorted(amounts.items())}
+
+
+def _pod_entry(record: PodRecord) -> dict[str, Any]:
+    state = record.state
+    return {
+        "quota": record.quota,
+        "state": str(state),
+        "capacity": record.capacity if state is PodState.ADMITTED else None,
+        "reason": record.reason,
+    }
+
+
+def to_json(sim: Simulation) -> dict[str, Any]:
+    """The stable JSON report of api.md."""
+    engine = sim.engine
+    nodes: dict[str, Any] = {}
+    for config in sorted(sim.configs, key=lambda c: c.name):
+        report = engine.report(config.name)
+        nodes[config.name] = {
+            "kind": config.kind,
+            "namespace": config.namespace,
+            "parent": config.parent,
+            "min": _quantities(config.min),
+            "max": _quantities(config.max),
+            "request": _quantities(report.request),
+            "runtime": _quantities(report.runtime),
+            "used": _quantities(report.used),
+            "admittedPods": report.admitted_pods,
+            "pendingPods": report.pending_pods,
+            "valid": report.problem is None,
+            "problem": report.problem.message if report.problem else None,
+        }
+    pods = {
+        record.key: _pod_entry(record)
+        for record in sorted(engine.pod_records(), key=lambda r: r.arrival)
+    }
+    return {"capacity": _quantities(engine.tree.capacity), "nodes": nodes, "pods": pods}
+
+
+def render_json(sim: Simulation) -> str:
+    return json.dumps(to_json(sim), indent=2, sort_keys=False)
+
+
+def render_table(sim: Simulation) -> str:
+    """The tree the way a person reads it: one line per node and resource, then the pods."""
+    data = to_json(sim)
+    nodes = data["nodes"]
+    children: dict[str | None, list[str]] = {}
+    for name, entry in nodes.items():
+        parent = entry["parent"] if entry["parent"] in nodes else None
+        children.setdefault(parent, []).append(name)
+    capacity = ", ".join(f"{r} {a}" for r, a in data["capacity"].items()) or "none"
+    lines = [f"cluster (capacity: {capacity})"]
+    header = (
+        f"{'':<34}{'RESOURCE':<16}{'MIN':>8}{'MAX':>10}{'REQUEST':>10}{'RUNTIME':>10}{'USED':>10}"
+    )
+    lines.append(header)
+
+    def walk(name: str, prefix: str, last: bool) -> None:
+        entry = nodes[name]
+        branch = "└─ " if last else "├─ "
+        tag = "coh" if entry["kind"] == "Cohort" else "eq"
+        flag = "" if entry["valid"] else "  [inactive]"
+        title = f"{prefix}{branch}{name} ({tag}){flag}"
+        resources = sorted(set(entry["min"]) | set(entry["max"]) | set(entry["runtime"]))
+        for i, resource in enumerate(resources or [""]):
+            first = title if i == 0 else ""
+            lines.append(
+                f"{first:<34}{resource:<16}"
+                f"{entry['min'].get(resource, '0') if resource else '':>8}"
+                f"{entry['max'].get(resource, '-') if resource else '':>10}"
+                f"{entry['request'].get(resource, ''):>10}"
+                f"{entry['runtime'].get(resource, ''):>10}"
+                f"{entry['used'].get(resource, ''):>10}"
+            )
+        kids = sorted(children.get(name, []))
+        for j, kid in enumerate(kids):
+            walk(kid, prefix + ("   " if last else "│  "), j == len(kids) - 1)
+
+    tops = sorted(children.get(None, []))
+    for j, top in enumerate(tops):
+        walk(top, "", j == len(tops) - 1)
+    pods = data["pods"]
+    counts: dict[str, int] = {}
+    for entry in pods.values():
+        counts[entry["state"]] = counts.get(entry["state"], 0) + 1
+    lines.append("")
+    lines.append("pods: " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"))
+    for key, entry in pods.items():
+        if entry["state"] in ("admitted", "unmanaged"):
+            continue
+        lines.append(f"  {key:<30} {entry['state']:<10} {entry['reason']}")
+    for warning in sim.warnings:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
