@@ -646,5 +646,10 @@ class Engine:
             problem=self.tree.problems.get(name),
         )
 
+    def admitted_count(self, name: str) -> int:
+        """How many admitted, non-terminal pods ElasticQuota `name` holds (rule 7)."""
+        leaf = self._leaves.get(name)
+        return len(leaf.admitted) if leaf else 0
+
     def pod_records(self) -> Iterable[PodRecord]:
         return itertools.chain(self.pods.values(), self.finished.values())

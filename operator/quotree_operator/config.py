@@ -1,0 +1,69 @@
+"""The operator's settings, from command-line-free environment variables (QUOTREE_*).
+
+One object, read once at start-up and kept in Kopf's `memo.config`; the
+webhooks read the same object, so both shells agree on namespaces and ports.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["OperatorConfig"]
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorConfig:
+    """What can be configured; every field has an environment variable (see README)."""
+
+    #: Namespace the operator runs in; never gated (QUOTREE_NAMESPACE, else the pod's own).
+    namespace: str = "quotree-system"
+    #: Extra namespaces whose pods are never gated (QUOTREE_SYSTEM_NAMESPACES, comma-separated).
+    system_namespaces: tuple[str, ...] = ()
+    #: ElasticQuota for pods no quota covers (QUOTREE_DEFAULT_QUOTA); empty: they are unmanaged.
+    default_quota: str | None = None
+    #: Seconds a quota may stay above its runtime before reclaim (QUOTREE_RECLAIM_DELAY).
+    reclaim_delay: float = 30.0
+    #: Log level (QUOTREE_LOG_LEVEL).
+    log_level: str = "INFO"
+    #: Serve the admission webhooks from this process (QUOTREE_WEBHOOKS, "0" to turn off).
+    webhooks: bool = True
+    #: Where the webhook server listens (QUOTREE_WEBHOOK_HOST / QUOTREE_WEBHOOK_PORT).
+    webhook_host: str = "127.0.0.1"
+    webhook_port: int = 9443
+    #: Folder for the webhook CA and serving certificate (QUOTREE_CERT_DIR).
+    cert_dir: Path = field(
+        default_factory=lambda: Path.home() / ".cache" / "quotree" / "webhook-pki"
+    )
+    #: In a cluster: the Service that fronts the webhook (QUOTREE_WEBHOOK_SERVICE, "ns/name");
+    #: empty: the API server calls https://webhook_host:webhook_port directly (local runs).
+    webhook_service: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:
+        env = dict(os.environ if environ is None else environ)
+        namespace = env.get("QUOTREE_NAMESPACE") or env.get("POD_NAMESPACE") or cls.namespace
+        return cls(
+            namespace=namespace,
+            system_namespaces=_csv(env.get("QUOTREE_SYSTEM_NAMESPACES", "")),
+            default_quota=env.get("QUOTREE_DEFAULT_QUOTA") or None,
+            reclaim_delay=float(env.get("QUOTREE_RECLAIM_DELAY", cls.reclaim_delay)),
+            log_level=env.get("QUOTREE_LOG_LEVEL", cls.log_level).upper(),
+            webhooks=env.get("QUOTREE_WEBHOOKS", "1") not in ("0", "false", "no"),
+            webhook_host=env.get("QUOTREE_WEBHOOK_HOST", cls.webhook_host),
+            webhook_port=int(env.get("QUOTREE_WEBHOOK_PORT", cls.webhook_port)),
+            cert_dir=Path(env["QUOTREE_CERT_DIR"])
+            if env.get("QUOTREE_CERT_DIR")
+            else Path.home() / ".cache" / "quotree" / "webhook-pki",
+            webhook_service=env.get("QUOTREE_WEBHOOK_SERVICE") or None,
+        )
+
+    @property
+    def never_gated(self) -> frozenset[str]:
+        """Namespaces whose pods quotree never touches (besides Kubernetes' own)."""
+        return frozenset((self.namespace, *self.system_namespaces))
