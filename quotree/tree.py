@@ -125,7 +125,7 @@ class QuotaTree:
         self._nodes: dict[str, TreeNode] = {}
         self.root = TreeNode(ROOT, None, None)
         self._order: list[TreeNode] = []  # live nodes, parents before children
-        self.problems: dict[str, Problem] = {}
+        self._problems: dict[str, Problem] = {}
         self.resources: frozenset[str] = frozenset()
         self._stale = True
         self._capacity: dict[str, int] = {}
@@ -209,8 +209,14 @@ class QuotaTree:
 
     def node(self, name: str) -> TreeNode | None:
         """The live node called `name`, or None when it is missing or inactive."""
-        self.settle()
+        self._update()
         return self._nodes.get(name)
+
+    @property
+    def problems(self) -> Mapping[str, Problem]:
+        """Nodes outside the live tree, by name, and why (their Valid / Active conditions)."""
+        self.settle()
+        return self._problems
 
     def live_nodes(self) -> Iterable[TreeNode]:
         self.settle()
@@ -343,7 +349,7 @@ class QuotaTree:
                 + (cause.message if cause else f"its ancestor {ancestor} is inactive"),
                 own=False,
             )
-        self.problems = problems
+        self._problems = problems
         self._nodes = nodes
         self._order = order
         self._assign_participation()
@@ -429,14 +435,19 @@ class QuotaTree:
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the leaves whose runtime changed since last asked."""
+        self._update()
+        changed, self.changed_leaves = self.changed_leaves, set()
+        return changed
+
+    def _update(self) -> None:
+        # Queries (node(), reports) update runtimes too, but leave `changed_leaves` for the
+        # next settle(): the engine's decide() must still see those leaves.
         if self._stale:
             self._rebuild()
         for resource, dirty in self._dirty.items():
             if dirty:
                 self._settle_resource(resource, dirty)
         self._dirty = {}
-        changed, self.changed_leaves = self.changed_leaves, set()
-        return changed
 
     def _mark(self, parent: TreeNode, resource: str, child: TreeNode | None) -> None:
         """Note that `parent` must redo its children's runtimes (child None: T changed only)."""

@@ -1,0 +1,127 @@
+"""Small constructors for engine tests: amounts are base units of resource `x` unless named."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from quotree.engine import Engine
+from quotree.models import QUOTA_LABEL, NodeConfig, PodFacts
+
+R = "x"  # an extended resource: one unit is one base unit
+
+
+def _res(value: int | Mapping[str, int] | None) -> dict[str, int]:
+    if value is None:
+        return {}
+    if isinstance(value, int):
+        return {R: value}
+    return dict(value)
+
+
+def cohort(
+    name: str,
+    parent: str | None = None,
+    *,
+    min: int | Mapping[str, int] | None = None,  # noqa: A002 (the API's word)
+    max: int | Mapping[str, int] | None = None,  # noqa: A002
+    weight: int | Mapping[str, int] | None = None,
+    lending: int | Mapping[str, int] | None = None,
+    borrowing: int | Mapping[str, int] | None = None,
+) -> NodeConfig:
+    return NodeConfig(
+        kind="Cohort",
+        name=name,
+        parent=parent,
+        min=_res(min),
+        max=_res(max),
+        shared_weight=_res(weight),
+        lending_limit=_res(lending),
+        borrowing_limit=_res(borrowing),
+    )
+
+
+def quota(
+    name: str,
+    parent: str | None = None,
+    *,
+    namespace: str | None = None,
+    namespaces: tuple[str, ...] = (),
+    min: int | Mapping[str, int] | None = None,  # noqa: A002
+    max: int | Mapping[str, int] | None = None,  # noqa: A002
+    weight: int | Mapping[str, int] | None = None,
+    lending: int | Mapping[str, int] | None = None,
+    borrowing: int | Mapping[str, int] | None = None,
+    preempt: bool = True,
+) -> NodeConfig:
+    return NodeConfig(
+        kind="ElasticQuota",
+        name=name,
+        parent=parent,
+        namespace=namespace or name,
+        min=_res(min),
+        max=_res(max),
+        shared_weight=_res(weight),
+        lending_limit=_res(lending),
+        borrowing_limit=_res(borrowing),
+        namespaces=namespaces,
+        preempt_within_quota=preempt,
+    )
+
+
+_clock = iter(range(1, 10**9))
+
+
+def pod(
+    namespace: str,
+    name: str,
+    amount: int | Mapping[str, int] = 1,
+    *,
+    priority: int = 0,
+    created: float | None = None,
+    gated: bool = True,
+    preemptible: bool = True,
+    label: str | None = None,
+) -> PodFacts:
+    labels = {}
+    if not preemptible:
+        labels["quotree.io/preemptible"] = "false"
+    if label:
+        labels[QUOTA_LABEL] = label
+    return PodFacts(
+        namespace=namespace,
+        name=name,
+        request=_res(amount),
+        labels=labels,
+        priority=priority,
+        created=float(next(_clock)) if created is None else created,
+        gated=gated,
+    )
+
+
+def engine(
+    *configs: NodeConfig, capacity: int | Mapping[str, int] = 100, **kwargs: object
+) -> Engine:
+    """An engine in simulator mode (instant evictions, no reclaim delay) unless told otherwise."""
+    options: dict[str, object] = {"reclaim_delay": 0.0, "instant_evictions": True}
+    options.update(kwargs)
+    eng = Engine(**options)  # type: ignore[arg-type]
+    for config in configs:
+        eng.set_config(config)
+    eng.set_cluster_node("node-1", _res(capacity))
+    return eng
+
+
+def runtimes(eng: Engine, resource: str = R) -> dict[str, int]:
+    eng.tree.settle()
+    return {n.name: n.runtime[resource] for n in eng.tree.live_nodes() if resource in n.part}
+
+
+def states(eng: Engine) -> dict[str, str]:
+    return {r.key: str(r.state) for r in eng.pod_records()}
+
+
+def arrive(eng: Engine, *pods: PodFacts, now: float = 0.0) -> None:
+    """Pods arrive one at a time; the engine settles after each, as the simulator does."""
+    for facts in pods:
+        eng.observe_pod(facts)
+        eng.decide(now)
