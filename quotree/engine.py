@@ -523,11 +523,7 @@ class Engine:
             if record.victims and any(
                 v in self.pods and self.pods[v].evicting for v in record.victims
             ):
-                self._set_reason(
-                    record,
-                    f"waiting for {len(record.victims)} preempted pods to release their resources",
-                    out,
-                )
+                self._set_reason(record, self._waiting(record), out)
                 continue
             if node.config is not None and node.config.preempt_within_quota:
                 victims = self._preemption_victims(node, leaf, record, short)
@@ -543,9 +539,15 @@ class Engine:
                     if self.instant_evictions and not self._shortfall(node, leaf, record):
                         self._admit(record, f"fits in ElasticQuota {name} after preemption")
                         out.admitted.append((key, self._fit_message(name, node, record)))
+                    else:
+                        self._set_reason(record, self._waiting(record), out)
                     continue
             self._set_reason(record, self._why(name, node, record, short), out)
         return evicted
+
+    @staticmethod
+    def _waiting(record: PodRecord) -> str:
+        return f"waiting for {len(record.victims)} preempted pods to release their resources"
 
     def _preemption_victims(
         self, node: TreeNode, leaf: _Leaf, record: PodRecord, short: Mapping[str, int]

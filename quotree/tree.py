@@ -215,11 +215,11 @@ class QuotaTree:
     @property
     def problems(self) -> Mapping[str, Problem]:
         """Nodes outside the live tree, by name, and why (their Valid / Active conditions)."""
-        self.settle()
+        self._update()
         return self._problems
 
     def live_nodes(self) -> Iterable[TreeNode]:
-        self.settle()
+        self._update()
         return self._order
 
     def root_total(self, resource: str) -> int:

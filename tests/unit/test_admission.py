@@ -1,0 +1,233 @@
+"""Admission, in-quota preemption, reclaim and in-quota / over-quota labels (semantics.md)."""
+
+from builders import R, arrive, engine, pod, quota, runtimes, states
+
+from quotree.engine import Engine
+
+
+def test_pods_are_taken_by_priority_then_creation_then_name() -> None:
+    eng = engine(quota("a", min=10, max=10), capacity=100)
+    for facts in (
+        pod("a", "low", 4, priority=1, created=1),
+        pod("a", "high", 4, priority=5, created=3),
+        pod("a", "old", 4, priority=1, created=0),
+    ):
+        eng.observe_pod(facts)
+    decisions = eng.decide()
+    assert [key for key, _ in decisions.admitted] == ["a/high", "a/old"]
+    assert eng.pods["a/low"].state == "pending"
+    assert "used 8 + request 4 > runtime 10" in eng.pods["a/low"].reason
+
+
+def test_a_pod_that_does_not_fit_does_not_block_smaller_ones() -> None:
+    eng = engine(quota("a", min=10, max=10), capacity=100)
+    eng.observe_pod(pod("a", "big", 20, priority=9))
+    eng.observe_pod(pod("a", "small", 3))
+    eng.decide()
+    assert states(eng) == {"a/big": "pending", "a/small": "admitted"}
+    decisions = eng.decide()
+    assert not decisions  # nothing changed: no repeated events
+
+
+def test_non_preemptible_pods_stay_within_min() -> None:
+    eng = engine(quota("a", min=5, max=20), capacity=100)
+    arrive(
+        eng,
+        pod("a", "np1", 4, preemptible=False),
+        pod("a", "np2", 4, preemptible=False),
+        pod("a", "p", 4),
+    )
+    assert states(eng) == {"a/np1": "admitted", "a/np2": "pending", "a/p": "admitted"}
+    assert "non-preemptible used 4 + request 4 > min 5" in eng.pods["a/np2"].reason
+
+
+def test_in_quota_preemption_evicts_fewest_lowest_priority_newest_first() -> None:
+    eng = engine(quota("a", min=10, max=10), quota("b", min=10), capacity=100)
+    arrive(
+        eng,
+        pod("a", "old-low", 3, priority=1, created=1),
+        pod("a", "new-low", 3, priority=1, created=2),
+        pod("a", "mid", 4, priority=2, created=3),
+        pod("b", "other", 5, priority=0),
+    )
+    assert eng.report("a").used == {R: 10}
+    arrive(eng, pod("a", "urgent", 3, priority=10))
+    s = states(eng)
+    assert s["a/urgent"] == "admitted"
+    assert s["a/new-low"] == "preempted"  # newest among the lowest priority
+    assert s["a/old-low"] == "admitted" and s["a/mid"] == "admitted"
+    assert s["b/other"] == "admitted"  # other quotas' priorities are never compared
+    assert "preempted by a/urgent (priority 10)" in eng.finished["a/new-low"].reason
+
+
+def test_preemption_gives_back_victims_that_are_not_needed() -> None:
+    eng = engine(quota("a", min=10, max=10), capacity=100)
+    arrive(
+        eng,
+        pod("a", "tiny", 1, priority=0, created=5),
+        pod("a", "big", 6, priority=1, created=1),
+        pod("a", "keep", 3, priority=2, created=0),
+    )
+    arrive(eng, pod("a", "urgent", 6, priority=5))
+    # Lowest first takes tiny (1) then big (6); big alone frees enough, so tiny stays.
+    assert states(eng) == {
+        "a/tiny": "admitted",
+        "a/big": "preempted",
+        "a/keep": "admitted",
+        "a/urgent": "admitted",
+    }
+
+
+def test_preemption_never_when_the_quota_says_so() -> None:
+    eng = engine(quota("a", min=10, max=10, preempt=False), capacity=100)
+    arrive(eng, pod("a", "low", 10, priority=0), pod("a", "high", 5, priority=9))
+    assert states(eng) == {"a/low": "admitted", "a/high": "pending"}
+
+
+def test_preemption_spares_non_preemptible_and_equal_priority_pods() -> None:
+    eng = engine(quota("a", min=10, max=10), capacity=100)
+    arrive(
+        eng,
+        pod("a", "np", 5, priority=0, preemptible=False),
+        pod("a", "same", 5, priority=3),
+        pod("a", "new", 5, priority=3),
+    )
+    assert states(eng)["a/new"] == "pending"
+
+
+def test_capacity_scheduling_story_one_borrow_and_reclaim() -> None:
+    eng = engine(quota("a", min=4, max=6), quota("b", min=6, max=8), capacity=10)
+    arrive(
+        eng, *(pod("a", f"a{i}", 1) for i in range(2)), *(pod("b", f"b{i}", 1) for i in range(3))
+    )
+    arrive(eng, *(pod("a", f"a{i}", 1) for i in range(2, 4)))
+    # a tries the 3 unused GPUs: only 2 more fit, up to its max 6 (borrowed from b).
+    arrive(eng, *(pod("a", f"a{i}", 1) for i in range(4, 7)))
+    assert eng.report("a").used == {R: 6}
+    assert eng.pods["a/a6"].state == "pending"
+    # b asks for 3 more: a's borrowed GPUs are reclaimed, b gets back its min.
+    arrive(eng, *(pod("b", f"b{i}", 1) for i in range(3, 6)))
+    assert eng.report("b").used == {R: 6}
+    assert eng.report("a").used == {R: 4}
+    reclaimed = sorted(k for k, s in states(eng).items() if s == "reclaimed")
+    assert reclaimed == ["a/a4", "a/a5"]  # the newest go first
+
+
+def test_capacity_scheduling_story_two_victims_from_the_quota_over_min() -> None:
+    eng = engine(
+        quota("a", min=3, max=4), quota("b", min=4, max=6), quota("c", min=3, max=4), capacity=10
+    )
+    arrive(eng, *(pod("a", f"a{i}", 1) for i in range(4)))
+    arrive(eng, *(pod("b", f"b{i}", 1) for i in range(3)))
+    arrive(eng, *(pod("c", f"c{i}", 1) for i in range(3)))
+    assert [eng.report(q).used[R] for q in "abc"] == [4, 3, 3]
+    arrive(eng, pod("b", "b3", 1))
+    # b is within its min: a (used above min) gives one back; c (within min) is untouched.
+    assert [eng.report(q).used[R] for q in "abc"] == [3, 4, 3]
+    assert states(eng)["a/a3"] == "reclaimed"
+
+
+def test_reclaim_waits_for_the_delay_in_operator_mode() -> None:
+    eng = engine(
+        quota("a", min=5),
+        quota("b", min=5),
+        capacity=10,
+        reclaim_delay=30.0,
+        instant_evictions=False,
+    )
+    for i in range(8):
+        eng.observe_pod(pod("a", f"a{i}", 1))
+    eng.decide(now=0)
+    assert eng.report("a").used == {R: 8}
+    for i in range(4):
+        eng.observe_pod(pod("b", f"b{i}", 1))
+    # b's runtime is its demand 4 and it is admitted at once; a's runtime drops to 6.
+    first = eng.decide(now=1)
+    assert len(first.admitted) == 4
+    assert not first.evictions  # a is over its runtime, but only for 1 s
+    assert not eng.decide(now=20).evictions
+    decisions = eng.decide(now=31.5)
+    assert sorted(e.pod for e in decisions.evictions) == ["a/a6", "a/a7"]
+    assert {e.kind for e in decisions.evictions} == {"Reclaimed"}
+    assert "above its runtime (x used 8 > runtime 6)" in decisions.evictions[0].reason
+    # The victims still hold their resources until they are gone: nothing more is evicted.
+    assert not eng.decide(now=40).evictions
+    for victim in decisions.evictions:
+        eng.forget_pod(victim.pod)
+    assert not eng.decide(now=41).evictions
+    assert eng.report("a").used == {R: 6}
+
+
+def test_refused_eviction_is_retried() -> None:
+    eng = engine(quota("a", min=5, max=5), capacity=10, instant_evictions=False)
+    arrive(eng, pod("a", "low", 5, priority=0))
+    eng.observe_pod(pod("a", "high", 5, priority=1))
+    first = eng.decide()
+    assert [e.pod for e in first.evictions] == ["a/low"]
+    assert not eng.decide().evictions  # the preemptor waits for its victim
+    assert "waiting for 1 preempted pods" in eng.pods["a/high"].reason
+    eng.eviction_refused("a/low")  # a PodDisruptionBudget said no
+    assert [e.pod for e in eng.decide().evictions] == ["a/low"]
+
+
+def test_reclaim_never_evicts_non_preemptible_pods() -> None:
+    eng = engine(quota("a", min=5), quota("b", min=5), capacity=10)
+    arrive(eng, *(pod("a", f"a{i}", 1, preemptible=i < 3) for i in range(8)))
+    # a3..a7 are non-preemptible but only a3, a4 fit within min 5 beside a0..a2.
+    arrive(eng, *(pod("b", f"b{i}", 1) for i in range(5)))
+    s = states(eng)
+    assert all(s[f"a/a{i}"] != "reclaimed" for i in range(3, 5))
+    assert eng.report("a").used[R] <= runtimes(eng)["a"]
+
+
+def test_in_quota_and_over_quota_labels() -> None:
+    eng = engine(quota("a", min=4), capacity=100)
+    arrive(eng, pod("a", "p1", 2, priority=1), pod("a", "p2", 2), pod("a", "p3", 2))
+    labels = {r.key: r.capacity for r in eng.pods.values()}
+    assert labels == {"a/p1": "in-quota", "a/p2": "in-quota", "a/p3": "over-quota"}
+    # A more important pod arrives: it takes its place within min, p2 moves over.
+    eng.observe_pod(pod("a", "vip", 2, priority=9))
+    decisions = eng.decide()
+    assert decisions.labels == {"a/vip": "in-quota", "a/p2": "over-quota"}
+    eng.forget_pod("a/p1")
+    assert eng.decide().labels == {"a/p2": "in-quota"}
+
+
+def test_resolution_rules() -> None:
+    eng = engine(
+        quota("a", namespace="team-a", namespaces=("shared",), min=1),
+        quota("b", namespace="shared", min=1),
+        quota("c", namespace="multi", min=1),
+        quota("d", namespace="other", namespaces=("multi", "both"), min=1),
+        quota("e", namespace="x", namespaces=("both",), min=1),
+    )
+    assert eng.resolve("team-a", {}).quota == "a"
+    assert eng.resolve("shared", {}).quota == "b"  # the one in the pod's own namespace
+    assert eng.resolve("shared", {"quotree.io/quota-name": "a"}).quota == "a"
+    wrong = eng.resolve("team-a", {"quotree.io/quota-name": "c"})
+    assert wrong.quota is None
+    assert wrong.error == ("ElasticQuota c does not cover namespace team-a (quotas covering it: a)")
+    ambiguous = eng.resolve("both", {})
+    assert ambiguous.quota is None and "several ElasticQuotas (d, e)" in (ambiguous.error or "")
+    assert eng.resolve("nobody", {}).quota is None and eng.resolve("nobody", {}).error is None
+    assert eng.resolve("kube-system", {"quotree.io/quota-name": "a"}).quota is None
+    with_default = Engine(default_quota="a")
+    with_default.set_config(quota("a", min=1))
+    assert with_default.resolve("nobody", {}).quota == "a"
+
+
+def test_pods_running_without_the_gate_count_as_admitted() -> None:
+    eng = engine(quota("a", min=5, max=5), capacity=100)
+    eng.observe_pod(pod("a", "old", 4, gated=False))
+    arrive(eng, pod("a", "new", 2))
+    assert states(eng) == {"a/old": "admitted", "a/new": "pending"}
+
+
+def test_terminal_pods_release_their_quota() -> None:
+    eng = engine(quota("a", min=5, max=5), capacity=100)
+    arrive(eng, pod("a", "one", 5), pod("a", "two", 5))
+    done = eng.pods["a/one"].facts
+    done.phase = "Succeeded"
+    eng.observe_pod(done)
+    eng.decide()
+    assert states(eng) == {"a/two": "admitted"}
