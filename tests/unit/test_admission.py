@@ -55,7 +55,8 @@ def test_in_quota_preemption_evicts_fewest_lowest_priority_newest_first() -> Non
     s = states(eng)
     assert s["a/urgent"] == "admitted"
     assert s["a/new-low"] == "preempted"  # newest among the lowest priority
-    assert s["a/old-low"] == "admitted" and s["a/mid"] == "admitted"
+    assert s["a/old-low"] == "admitted"
+    assert s["a/mid"] == "admitted"
     assert s["b/other"] == "admitted"  # other quotas' priorities are never compared
     assert "preempted by a/urgent (priority 10)" in eng.finished["a/new-low"].reason
 
@@ -208,8 +209,10 @@ def test_resolution_rules() -> None:
     assert wrong.quota is None
     assert wrong.error == ("ElasticQuota c does not cover namespace team-a (quotas covering it: a)")
     ambiguous = eng.resolve("both", {})
-    assert ambiguous.quota is None and "several ElasticQuotas (d, e)" in (ambiguous.error or "")
-    assert eng.resolve("nobody", {}).quota is None and eng.resolve("nobody", {}).error is None
+    assert ambiguous.quota is None
+    assert "several ElasticQuotas (d, e)" in (ambiguous.error or "")
+    assert eng.resolve("nobody", {}).quota is None
+    assert eng.resolve("nobody", {}).error is None
     assert eng.resolve("kube-system", {"quotree.io/quota-name": "a"}).quota is None
     with_default = Engine(default_quota="a")
     with_default.set_config(quota("a", min=1))

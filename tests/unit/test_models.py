@@ -41,14 +41,16 @@ def test_parse_elastic_quota_all_fields() -> None:
     assert config.borrowing_limit == {"cpu": 5000}
     assert config.namespaces == ("team-a-dev",)
     assert config.preempt_within_quota is False
-    assert config.covers("team-a") and config.covers("team-a-dev")
+    assert config.covers("team-a")
+    assert config.covers("team-a-dev")
     assert not config.covers("team-b")
 
 
 def test_capacity_scheduling_yaml_is_accepted() -> None:
     config = parse_node(eq({"min": {"cpu": 4}, "max": {"cpu": 6}}))
-    assert config.min == {"cpu": 4000} and config.preempt_within_quota is True
-    assert UNLIMITED > config.max["cpu"]
+    assert config.min == {"cpu": 4000}
+    assert config.preempt_within_quota is True
+    assert config.max["cpu"] < UNLIMITED
 
 
 @pytest.mark.parametrize(
@@ -75,9 +77,9 @@ def test_parse_errors_are_one_line_and_name_the_field(spec: dict[str, Any], mess
 def test_parse_errors_for_the_object_itself() -> None:
     with pytest.raises(ConfigError, match="kind must be Cohort or ElasticQuota"):
         parse_node({"kind": "Deployment", "metadata": {"name": "x"}})
-    with pytest.raises(ConfigError, match="needs metadata.namespace"):
+    with pytest.raises(ConfigError, match=r"needs metadata\.namespace"):
         parse_node({"kind": "ElasticQuota", "metadata": {"name": "x"}, "spec": {}})
-    with pytest.raises(ConfigError, match="spec.namespaces"):
+    with pytest.raises(ConfigError, match=r"spec\.namespaces"):
         parse_node({"kind": "Cohort", "metadata": {"name": "x"}, "spec": {"namespaces": ["a"]}})
 
 

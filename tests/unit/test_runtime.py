@@ -111,7 +111,8 @@ def test_cohorts_share_their_runtime_among_children() -> None:
     rt = runtimes(eng)
     # research is capped by max 60; inside it r2 needs 10, r1 gets the other 50.
     assert rt["research"] == 60
-    assert rt["r1"] == 50 and rt["r2"] == 10
+    assert rt["r1"] == 50
+    assert rt["r2"] == 10
     assert rt["prod"] == 0
 
 

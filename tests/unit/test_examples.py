@@ -1,0 +1,126 @@
+"""Every example in examples/ runs through `quotree simulate` and shows what its comment says."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quotree.simulate import simulate, to_json
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run(name: str) -> dict[str, Any]:
+    return to_json(simulate([EXAMPLES / name]))
+
+
+def used(report: dict[str, Any], node: str, resource: str) -> str:
+    return str(report["nodes"][node]["used"][resource])
+
+
+def runtime(report: dict[str, Any], node: str, resource: str) -> str:
+    return str(report["nodes"][node]["runtime"][resource])
+
+
+def pod_states(report: dict[str, Any]) -> dict[str, str]:
+    return {key: entry["state"] for key, entry in report["pods"].items()}
+
+
+def test_every_example_is_covered() -> None:
+    tested = {
+        "koordinator-runtime.yaml",
+        "capacity-story-1.yaml",
+        "capacity-story-2.yaml",
+        "kueue-story-1.yaml",
+        "kueue-story-2.yaml",
+        "nos-over-quota.yaml",
+    }
+    assert {p.name for p in EXAMPLES.glob("*.yaml")} == tested
+
+
+def test_koordinator_runtime() -> None:
+    report = run("koordinator-runtime.yaml")
+    unit = "example.com/unit"
+    assert {n: runtime(report, n, unit) for n in "abcd"} == {
+        "a": "5",
+        "b": "20",
+        "c": "35",
+        "d": "40",
+    }
+    assert {n: report["nodes"][n]["request"][unit] for n in "abcd"} == {
+        "a": "5",
+        "b": "20",
+        "c": "40",
+        "d": "70",
+    }
+    assert pod_states(report)["c/c-2"] == "pending"
+    assert pod_states(report)["d/d-2"] == "pending"
+
+
+def test_capacity_story_one() -> None:
+    report = run("capacity-story-1.yaml")
+    gpu = "nvidia.com/gpu"
+    assert (used(report, "quota-a", gpu), runtime(report, "quota-a", gpu)) == ("4", "4")
+    assert (used(report, "quota-b", gpu), runtime(report, "quota-b", gpu)) == ("6", "6")
+    states = pod_states(report)
+    assert sorted(k for k, s in states.items() if s == "reclaimed") == [
+        "user-a/a-5",
+        "user-a/a-6",
+    ]
+    assert states["user-a/a-7"] == "pending"
+    for i in range(1, 5):
+        assert report["pods"][f"user-a/a-{i}"]["capacity"] == "in-quota"
+
+
+def test_capacity_story_two() -> None:
+    report = run("capacity-story-2.yaml")
+    gpu = "nvidia.com/gpu"
+    assert [used(report, q, gpu) for q in ("quota-a", "quota-b", "quota-c")] == ["3", "4", "3"]
+    states = pod_states(report)
+    assert [k for k, s in states.items() if s != "admitted"] == ["user-a/a-4"]
+    assert states["user-a/a-4"] == "reclaimed"
+
+
+def test_kueue_story_one() -> None:
+    report = run("kueue-story-1.yaml")
+    assert runtime(report, "research", "cpu") == "50"
+    assert runtime(report, "ml", "cpu") == "50"
+    assert runtime(report, "production", "cpu") == "45"
+    assert runtime(report, "batch", "cpu") == "45"
+    assert pod_states(report) == {
+        "research/train-1": "admitted",
+        "research/train-2": "pending",
+        "production/etl-1": "admitted",
+    }
+
+
+def test_kueue_story_two() -> None:
+    report = run("kueue-story-2.yaml")
+    assert runtime(report, "org-1", "cpu") == runtime(report, "team-1", "cpu") == "30"
+    assert runtime(report, "special", "cpu") == "50"
+    assert runtime(report, "org-2", "cpu") == runtime(report, "team-2", "cpu") == "0"
+    assert pod_states(report) == {
+        "org-1/job-1": "pending",
+        "org-1/job-2": "admitted",
+        "special/low-1": "admitted",
+    }
+
+
+def test_nos_over_quota() -> None:
+    report = run("nos-over-quota.yaml")
+    gpu = "nvidia.com/gpu"
+    assert (used(report, "team-a", gpu), runtime(report, "team-a", gpu)) == ("6", "6")
+    pods = report["pods"]
+    assert pods["team-a/train-1"]["capacity"] == "in-quota"
+    assert pods["team-a-dev/notebook-1"]["capacity"] == "in-quota"
+    assert pods["team-a-dev/notebook-1"]["quota"] == "team-a"
+    assert pods["team-a/sweep-1"]["capacity"] == "over-quota"
+    assert pods["team-a/sweep-2"]["capacity"] == "over-quota"
+    assert pods["team-a-dev/sweep-3"]["state"] == "reclaimed"
+    assert pods["team-a-dev/sweep-4"]["state"] == "reclaimed"
+    assert pods["team-b/infer-1"] == {
+        "quota": "team-b",
+        "state": "admitted",
+        "capacity": "in-quota",
+        "reason": pytest.approx(pods["team-b/infer-1"]["reason"]),
+    }

@@ -1,0 +1,159 @@
+"""`quotree simulate`: input forms, arrival order, JSON keys, and bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quotree.cli import main
+
+HEADER = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {capacity: {cpu: "10"}}
+---
+apiVersion: quotree.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: a, namespace: a}
+spec: {min: {cpu: "4"}, max: {cpu: "4"}}
+"""
+
+
+def pod(name: str, cpu: str, extra: str = "", ns: str = "a") -> str:
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {ns}{extra}}}
+spec: {{containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}"}}}}}}]}}
+"""
+
+
+def run(tmp_path: Path, text: str, *args: str) -> tuple[int, str, str]:
+    path = tmp_path / "input.yaml"
+    path.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "quotree.cli", "simulate", str(path), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_json_report_has_the_stable_keys(tmp_path: Path) -> None:
+    code, out, err = run(tmp_path, HEADER + pod("p1", "1"), "-o", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert list(report) == ["capacity", "nodes", "pods"]
+    assert report["capacity"] == {"cpu": "10"}
+    node = report["nodes"]["a"]
+    for key in ("kind", "namespace", "parent", "min", "max", "request", "runtime", "used"):
+        assert key in node
+    assert node["kind"] == "ElasticQuota"
+    assert node["namespace"] == "a"
+    assert node["used"] == {"cpu": "1"}
+    entry = report["pods"]["a/p1"]
+    assert entry["quota"] == "a"
+    assert entry["state"] == "admitted"
+    assert entry["capacity"] == "in-quota"
+    assert "reason" in entry
+
+
+def test_running_pods_and_unmanaged_pods(tmp_path: Path) -> None:
+    text = (
+        HEADER
+        + pod("old", "3").replace("spec: {", "spec: {nodeName: n1, ")
+        + pod("dns", "2", ns="kube-system")
+        + pod("free", "1", ns="elsewhere")
+        + pod("new", "2")
+    )
+    code, out, err = run(tmp_path, text, "-o", "json")
+    assert code == 0, err
+    pods = json.loads(out)["pods"]
+    assert pods["a/old"]["state"] == "admitted"
+    assert pods["kube-system/dns"]["state"] == "unmanaged"
+    assert pods["kube-system/dns"]["capacity"] is None
+    assert pods["elsewhere/free"]["state"] == "unmanaged"
+    assert pods["a/new"]["state"] == "pending"  # 3 + 2 > max 4
+
+
+def test_creation_timestamp_overrides_document_order(tmp_path: Path) -> None:
+    # Two running low-priority pods fill the quota; the document lists the newer
+    # one first. A high-priority arrival preempts the newest by timestamp.
+    running = "spec: {nodeName: n1, "
+    text = (
+        HEADER
+        + pod("newer", "2", ", creationTimestamp: '2024-01-01T00:00:09Z'").replace(
+            "spec: {", running
+        )
+        + pod("older", "2", ", creationTimestamp: '2024-01-01T00:00:01Z'").replace(
+            "spec: {", running
+        )
+        + pod("urgent", "2").replace("spec: {", "spec: {priority: 100, ")
+    )
+    code, out, err = run(tmp_path, text, "-o", "json")
+    assert code == 0, err
+    pods = json.loads(out)["pods"]
+    assert pods["a/newer"]["state"] == "preempted"
+    assert pods["a/older"]["state"] == "admitted"
+    assert pods["a/urgent"]["state"] == "admitted"
+
+
+def test_table_output_reads_as_a_tree(tmp_path: Path) -> None:
+    code, out, _ = run(tmp_path, HEADER + pod("p1", "1"))
+    assert code == 0
+    assert out.startswith("cluster (capacity: cpu 10)")
+    assert "└─ a (eq)" in out
+    assert "pods: 1 admitted" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kind: Deployment\nmetadata: {name: d}\n", "unknown kind 'Deployment'"),
+        (
+            HEADER.replace('min: {cpu: "4"}', 'min: {cpu: "four"}'),
+            "ElasticQuota a: spec.min: cpu: 'four' is not a quantity",
+        ),
+        (
+            HEADER.replace('max: {cpu: "4"}', 'max: {cpu: "2"}'),
+            "ElasticQuota a: min cpu 4 is above max 2",
+        ),
+        (
+            HEADER + "---\napiVersion: quotree.io/v1alpha1\nkind: Cohort\nmetadata: {name: r}\n"
+            "spec: {min: {cpu: '1'}}\n---\napiVersion: quotree.io/v1alpha1\nkind: "
+            "ElasticQuota\nmetadata: {name: b, namespace: b}\nspec: {parent: r, min: {cpu: '2'}}\n",
+            "ElasticQuota b: min cpu 2 would make the children of Cohort r need 2 in all, "
+            "over r's min of 1",
+        ),
+        (HEADER + pod("p", "1", ", labels: {quotree.io/quota-name: zz}"), "Pod a/p: rejected"),
+        (HEADER + pod("p", "lots"), "Pod a/p: container c resources cpu"),
+        ("a: [unclosed\n", "line"),
+        (HEADER.replace("quotree.io/v1alpha1", "scheduling.x-k8s.io/v1alpha1"), "apiVersion"),
+        (HEADER + pod("p", "1") + pod("p", "1"), "Pod a/p: defined twice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exits_non_zero(tmp_path: Path, text: str, message: str) -> None:
+    code, out, err = run(tmp_path, text, "-o", "json")
+    assert code == 1
+    assert out == ""
+    assert message in err
+    assert err.count("\n") == 1  # one line, no traceback
+    assert "Traceback" not in err
+
+
+def test_missing_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "/nonexistent/file.yaml"]) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_missing_parent_is_a_warning_and_the_subtree_waits(tmp_path: Path) -> None:
+    text = HEADER.replace('spec: {min: {cpu: "4"}', 'spec: {parent: nowhere, min: {cpu: "4"}')
+    code, out, err = run(tmp_path, text + pod("p", "1"), "-o", "json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["pods"]["a/p"]["state"] == "pending"
+    assert "parent Cohort nowhere does not exist" in err
