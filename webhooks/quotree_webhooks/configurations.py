@@ -1,0 +1,203 @@
+"""The Mutating- and ValidatingWebhookConfiguration that quotree writes, as plain dicts.
+
+quotree writes these itself rather than through Kopf's
+`settings.admission.managed`, because Kopf's managed configurations have a
+fixed 30 s timeout, no `namespaceSelector` and no `matchConditions`, and
+are rewritten whenever Kopf rescans the cluster. Choices (docs/webhooks.md):
+
+- pods, CREATE (mutating) and UPDATE (validating): `failurePolicy: Fail`,
+  a 5 s timeout, and a `namespaceSelector` that leaves out kube-system,
+  kube-public, kube-node-lease, the operator's namespace and the configured
+  system namespaces, so a stopped operator never blocks its own restart or
+  the cluster's own pods. The UPDATE webhook is only called when a
+  `quotree.io/*` label changes or the `quotree.io/admission` gate goes away,
+  and never for the operator's own requests (`matchConditions`).
+- Cohorts and ElasticQuotas, CREATE/UPDATE/DELETE: `failurePolicy: Fail`
+  (while the operator is down the tree cannot change, rather than change
+  unchecked), 5 s timeout, not called for updates that leave `spec` alone
+  (finalizers, the operator's annotations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from quotree import ADMISSION_GATE
+from quotree.engine import DEFAULT_SYSTEM_NAMESPACES
+
+__all__ = [
+    "COHORTS_VALIDATE",
+    "CONFIGURATION_NAME",
+    "ELASTICQUOTAS_VALIDATE",
+    "PODS_MUTATE",
+    "PODS_VALIDATE",
+    "TIMEOUT_SECONDS",
+    "build_configurations",
+    "excluded_namespaces",
+]
+
+#: Name of both configuration objects.
+CONFIGURATION_NAME = "quotree.io"
+#: Handler ids; Kopf serves each at https://HOST:PORT/<id>.
+PODS_MUTATE = "pods-mutate"
+PODS_VALIDATE = "pods-validate"
+COHORTS_VALIDATE = "cohorts-validate"
+ELASTICQUOTAS_VALIDATE = "elasticquotas-validate"
+TIMEOUT_SECONDS = 5
+
+_SPEC_CHANGED = (
+    "request.operation != 'UPDATE' || has(object.spec) != has(oldObject.spec)"
+    " || (has(object.spec) && object.spec != oldObject.spec)"
+)
+_QUOTREE_LABEL_CHANGED = (
+    "(has(object.metadata.labels) && object.metadata.labels.exists(k, k.startsWith('quotree.io/')"
+    " && (!has(oldObject.metadata.labels) || !(k in oldObject.metadata.labels)"
+    " || oldObject.metadata.labels[k] != object.metadata.labels[k])))"
+    " || (has(oldObject.metadata.labels) && oldObject.metadata.labels.exists(k,"
+    " k.startsWith('quotree.io/')"
+    " && (!has(object.metadata.labels) || !(k in object.metadata.labels))))"
+)
+_GATE_REMOVED = (
+    "has(oldObject.spec.schedulingGates)"
+    f" && oldObject.spec.schedulingGates.exists(g, g.name == '{ADMISSION_GATE}')"
+    " && !(has(object.spec.schedulingGates)"
+    f" && object.spec.schedulingGates.exists(g, g.name == '{ADMISSION_GATE}'))"
+)
+
+
+def excluded_namespaces(
+    operator_namespace: str, system_namespaces: Iterable[str] = ()
+) -> list[str]:
+    """Namespaces the pod webhooks are never called for."""
+    return sorted({*DEFAULT_SYSTEM_NAMESPACES, operator_namespace, *system_namespaces})
+
+
+def _client_config(base: dict[str, Any], handler_id: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "url" in base:
+        out["url"] = f"{base['url'].rstrip('/')}/{handler_id}"
+    if "service" in base:
+        service = dict(base["service"])
+        service["path"] = f"{service.get('path', '').rstrip('/')}/{handler_id}"
+        out["service"] = service
+    if base.get("caBundle"):
+        out["caBundle"] = base["caBundle"]
+    return out
+
+
+def _webhook(
+    handler_id: str,
+    base: dict[str, Any],
+    rule: dict[str, Any],
+    *,
+    namespace_selector: dict[str, Any] | None = None,
+    match_conditions: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    webhook: dict[str, Any] = {
+        "name": f"{handler_id}.{CONFIGURATION_NAME}",
+        "clientConfig": _client_config(base, handler_id),
+        "rules": [rule],
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "sideEffects": "None",
+        "timeoutSeconds": TIMEOUT_SECONDS,
+        "admissionReviewVersions": ["v1"],
+    }
+    if namespace_selector is not None:
+        webhook["namespaceSelector"] = namespace_selector
+    if match_conditions:
+        webhook["matchConditions"] = match_conditions
+    return webhook
+
+
+def build_configurations(
+    client_config: dict[str, Any],
+    *,
+    operator_namespace: str,
+    system_namespaces: Iterable[str] = (),
+    operator_username: str | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) for `client_config`.
+
+    `client_config` is `{"url": ...}` or `{"service": {...}}`, plus `caBundle`.
+    """
+    selector = {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": excluded_namespaces(operator_namespace, system_namespaces),
+            }
+        ]
+    }
+    pods_create = {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": ["pods"],
+        "operations": ["CREATE"],
+        "scope": "Namespaced",
+    }
+    pod_conditions = [
+        {
+            "name": "quotree-owned-change",
+            "expression": f"({_QUOTREE_LABEL_CHANGED}) || ({_GATE_REMOVED})",
+        }
+    ]
+    if operator_username:
+        escaped = operator_username.replace("\\", "\\\\").replace("'", "\\'")
+        pod_conditions.append(
+            {"name": "not-the-operator", "expression": f"request.userInfo.username != '{escaped}'"}
+        )
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION_NAME, "labels": {"app.kubernetes.io/name": "quotree"}},
+        "webhooks": [
+            {
+                **_webhook(PODS_MUTATE, client_config, pods_create, namespace_selector=selector),
+                "reinvocationPolicy": "Never",
+            }
+        ],
+    }
+    spec_changed = [{"name": "spec-changed", "expression": _SPEC_CHANGED}]
+    node_ops = ["CREATE", "UPDATE", "DELETE"]
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION_NAME, "labels": {"app.kubernetes.io/name": "quotree"}},
+        "webhooks": [
+            _webhook(
+                COHORTS_VALIDATE,
+                client_config,
+                {
+                    "apiGroups": ["quotree.io"],
+                    "apiVersions": ["v1alpha1"],
+                    "resources": ["cohorts"],
+                    "operations": node_ops,
+                    "scope": "Cluster",
+                },
+                match_conditions=spec_changed,
+            ),
+            _webhook(
+                ELASTICQUOTAS_VALIDATE,
+                client_config,
+                {
+                    "apiGroups": ["quotree.io"],
+                    "apiVersions": ["v1alpha1"],
+                    "resources": ["elasticquotas"],
+                    "operations": node_ops,
+                    "scope": "Namespaced",
+                },
+                match_conditions=spec_changed,
+            ),
+            _webhook(
+                PODS_VALIDATE,
+                client_config,
+                {**pods_create, "operations": ["UPDATE"]},
+                namespace_selector=selector,
+                match_conditions=pod_conditions,
+            ),
+        ],
+    }
+    return mutating, validating

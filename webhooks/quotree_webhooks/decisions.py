@@ -1,0 +1,210 @@
+"""What the admission webhooks answer, as pure functions of the engine's view and a request.
+
+No Kopf, no network: `handlers` turns Kopf's arguments into these calls and
+their results into an admission response. Every quota decision is the
+engine's (`quotree.rules`, `Engine.resolve`); this module only reads the
+Kubernetes objects and says which engine call applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from quotree import (
+    ADMISSION_GATE,
+    CAPACITY_LABEL,
+    QUOTA_LABEL,
+    ConfigError,
+    Engine,
+    NodeConfig,
+    Verdict,
+    check_apply,
+    check_delete,
+    parse_node,
+)
+
+__all__ = [
+    "LABEL_PREFIX",
+    "PodMutation",
+    "describe_pod",
+    "node_identity",
+    "review_node",
+    "review_pod_create",
+    "review_pod_update",
+]
+
+#: Labels under this prefix belong to quotree once a pod exists.
+LABEL_PREFIX = "quotree.io/"
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    labels = _mapping(_mapping(obj.get("metadata")).get("labels"))
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def describe_pod(obj: Mapping[str, Any], namespace: str | None = None) -> str:
+    """`Pod ns/name` (or `ns/prefix*` for a generateName pod that has no name yet)."""
+    metadata = _mapping(obj.get("metadata"))
+    ns = namespace or metadata.get("namespace") or "?"
+    name = metadata.get("name") or (
+        f"{metadata['generateName']}*" if metadata.get("generateName") else "(no name)"
+    )
+    return f"Pod {ns}/{name}"
+
+
+def node_identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """(kind, name, namespace) of a Cohort or ElasticQuota object, for messages."""
+    metadata = _mapping(obj.get("metadata"))
+    return (
+        str(obj.get("kind") or "object"),
+        str(metadata.get("name") or ""),
+        metadata.get("namespace"),
+    )
+
+
+def _same_object(config: NodeConfig | None, parsed: NodeConfig) -> bool:
+    return (
+        config is not None
+        and config.kind == parsed.kind
+        and config.name == parsed.name
+        and config.namespace == parsed.namespace
+    )
+
+
+def review_node(
+    engine: Engine,
+    operation: str,
+    new: Mapping[str, Any] | None,
+    old: Mapping[str, Any] | None,
+    *,
+    namespace_deleting: bool = False,
+) -> Verdict:
+    """The answer to a CREATE, UPDATE or DELETE of a Cohort or ElasticQuota (rules 1 to 8).
+
+    `engine` is the operator's current view; it is only read. Metadata-only
+    updates (finalizers, the operator's annotations) and updates of an
+    object being deleted are always allowed, so that a broken tree can never
+    block its own repair or removal.
+    """
+    configs = engine.tree.configs()
+    if operation == "DELETE":
+        if old is None:
+            return Verdict(True)
+        try:
+            parsed = parse_node(old)
+        except ConfigError:
+            return Verdict(True)  # never accepted into the tree: nothing depends on it
+        current = configs.get(parsed.name)
+        if not _same_object(current, parsed):
+            # Not the object the tree holds under this name: nothing hangs on it.
+            return Verdict(True)
+        admitted = engine.admitted_count(parsed.name) if parsed.is_leaf else 0
+        return check_delete(
+            configs, parsed, admitted_pods=admitted, namespace_deleting=namespace_deleting
+        )
+    if new is None:
+        return Verdict(True)
+    if operation == "UPDATE" and old is not None:
+        if _mapping(new.get("metadata")).get("deletionTimestamp"):
+            return Verdict(True)
+        if new.get("spec") == old.get("spec"):
+            return Verdict(True)
+    try:
+        parsed = parse_node(new)
+    except ConfigError as exc:
+        return Verdict.deny(str(exc))
+    return check_apply(configs, parsed)
+
+
+@dataclass(frozen=True, slots=True)
+class PodMutation:
+    """What to do with a pod on CREATE: deny it, or set labels and add the gate."""
+
+    denied: str | None = None
+    #: label -> value to set, or None to remove it
+    labels: dict[str, str | None] = field(default_factory=dict)
+    #: the full list of scheduling gates to write (None: leave them alone)
+    gates: list[dict[str, Any]] | None = None
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.labels) or self.gates is not None
+
+
+def review_pod_create(
+    engine: Engine, pod: Mapping[str, Any], namespace: str, never_gated: Iterable[str] = ()
+) -> PodMutation:
+    """Which quota a new pod is charged to (api.md, "Pods"), as label and gate changes.
+
+    Pods in system namespaces, the operator's namespace and `never_gated` are
+    left alone; so are pods no quota covers (unless there is a default quota).
+    """
+    if namespace in engine.system_namespaces or namespace in set(never_gated):
+        return PodMutation()
+    labels = _labels(pod)
+    resolution = engine.resolve(namespace, labels)
+    if resolution.error is not None:
+        return PodMutation(denied=f"{describe_pod(pod, namespace)}: {resolution.error}")
+    if resolution.quota is None:
+        return PodMutation()
+    changes: dict[str, str | None] = {}
+    if labels.get(QUOTA_LABEL) != resolution.quota:
+        changes[QUOTA_LABEL] = resolution.quota
+    if CAPACITY_LABEL in labels:
+        changes[CAPACITY_LABEL] = None  # the operator's to set, once the pod is admitted
+    spec = _mapping(pod.get("spec"))
+    raw_gates = spec.get("schedulingGates")
+    existing = [dict(g) for g in raw_gates if isinstance(g, Mapping)] if raw_gates else []
+    gates: list[dict[str, Any]] | None = None
+    # A pod bound to a node at creation cannot carry gates (the API refuses them);
+    # the operator counts it as admitted.
+    if not spec.get("nodeName") and not any(g.get("name") == ADMISSION_GATE for g in existing):
+        gates = [*existing, {"name": ADMISSION_GATE}]
+    return PodMutation(labels=changes, gates=gates)
+
+
+def _gated(obj: Mapping[str, Any]) -> bool:
+    gates = _mapping(obj.get("spec")).get("schedulingGates") or ()
+    return any(isinstance(g, Mapping) and g.get("name") == ADMISSION_GATE for g in gates)
+
+
+def review_pod_update(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    username: str,
+    trusted: Iterable[str],
+) -> str | None:
+    """Why an UPDATE of a pod is refused, or None: only quotree may change what is quotree's.
+
+    quotree's are the `quotree.io/*` labels and the `quotree.io/admission`
+    gate; `trusted` are the user names of the operator.
+    """
+    if username in set(trusted):
+        return None
+    label = describe_pod(new)
+    before, after = _labels(old), _labels(new)
+    for key in sorted(k for k in {*before, *after} if k.startswith(LABEL_PREFIX)):
+        if before.get(key) != after.get(key):
+            was = f"'{before[key]}'" if key in before else "unset"
+            now = f"'{after[key]}'" if key in after else "unset"
+            hint = (
+                "; to charge the pod to another quota, delete it and create it with the new label"
+                if key == QUOTA_LABEL
+                else ""
+            )
+            return (
+                f"{label}: label {key} belongs to quotree once the pod exists and only the "
+                f"quotree operator may change it (was {was}, now {now}; you are {username}){hint}"
+            )
+    if _gated(old) and not _gated(new):
+        return (
+            f"{label}: only the quotree operator may remove the scheduling gate "
+            f"{ADMISSION_GATE} (you are {username}); it is removed when the quota admits the pod"
+        )
+    return None

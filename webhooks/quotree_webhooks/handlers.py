@@ -1,0 +1,233 @@
+"""Kopf admission handlers: read the request, ask `decisions`, answer. Registered at import.
+
+The operator imports this module; Kopf serves each handler at
+https://HOST:PORT/<handler id> (ids in `configurations`). Every handler is
+async so that it reads the engine on the event loop, between the
+operator's own updates, never while one is half done. None of them changes
+the engine: the operator learns of accepted objects by watching them, so a
+dry-run request gets the same answer and changes nothing.
+
+A denial is `kopf.AdmissionError` with one line for people; any other
+failure is logged with its traceback here and answered with a short
+message, so a user never sees a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from quotree import Engine
+from quotree.engine import DEFAULT_SYSTEM_NAMESPACES
+from quotree_webhooks import decisions
+from quotree_webhooks.configurations import (
+    COHORTS_VALIDATE,
+    ELASTICQUOTAS_VALIDATE,
+    PODS_MUTATE,
+    PODS_VALIDATE,
+)
+from quotree_webhooks.server import RUNTIME
+
+__all__ = [
+    "NAMESPACE_CONTROLLER",
+    "mutate_pod",
+    "validate_cohort",
+    "validate_elasticquota",
+    "validate_pod_update",
+]
+
+logger = logging.getLogger("quotree.webhooks")
+
+#: Who deletes a namespace's objects when the namespace is deleted.
+NAMESPACE_CONTROLLER = "system:serviceaccount:kube-system:namespace-controller"
+#: How long a request may wait for the operator's first full view of the tree.
+READY_WAIT = 3.0
+DENIED = 403
+
+
+class _NotReady(Exception):
+    pass
+
+
+async def _engine(memo: Any) -> Engine:
+    """The operator's engine, once it has loaded the whole tree.
+
+    The operator sets `memo.ready` (an asyncio.Event or a bool) after its
+    first full listing; until then the tree is partial and answers from it
+    would be wrong, so requests wait a little and are then refused.
+    """
+    engine = getattr(memo, "engine", None)
+    if not isinstance(engine, Engine):
+        raise _NotReady
+    ready = getattr(memo, "ready", True)
+    if isinstance(ready, asyncio.Event):
+        try:
+            await asyncio.wait_for(ready.wait(), READY_WAIT)
+        except TimeoutError:
+            raise _NotReady from None
+    elif not ready:
+        raise _NotReady
+    return engine
+
+
+def _never_gated(memo: Any) -> frozenset[str]:
+    config = getattr(memo, "config", None)
+    return frozenset(getattr(config, "never_gated", ()) or ())
+
+
+def _plain(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if obj is None else dict(obj)
+
+
+async def _guard(what: str, call: Any) -> Any:
+    """Run one decision; turn anything unexpected into a clean denial."""
+    try:
+        return await call
+    except kopf.AdmissionError:
+        raise
+    except _NotReady:
+        raise kopf.AdmissionError(
+            f"{what}: quotree is starting and has not loaded the quota tree yet; "
+            "retry in a few seconds",
+            code=503,
+        ) from None
+    except Exception as exc:
+        logger.exception("webhooks: %s: unexpected error", what)
+        raise kopf.AdmissionError(
+            f"{what}: quotree could not decide ({type(exc).__name__}); "
+            "see the quotree operator's log",
+            code=500,
+        ) from None
+
+
+async def _namespace_deleting(namespace: str, username: str) -> bool:
+    """Rule 7's exception: is the ElasticQuota's namespace being deleted?
+
+    Asked of the API (the Namespace's deletionTimestamp); if the API cannot
+    tell, a request from the namespace controller counts as a yes, since it
+    only deletes what is in a namespace being deleted.
+    """
+    if RUNTIME.kube is not None:
+        try:
+            return await RUNTIME.kube.namespace_deleting(namespace)
+        except Exception as exc:
+            logger.warning("webhooks: cannot read namespace %s: %s", namespace, exc)
+    return username == NAMESPACE_CONTROLLER
+
+
+async def _validate_node(
+    operation: str,
+    *,
+    new: Mapping[str, Any] | None,
+    old: Mapping[str, Any] | None,
+    userinfo: Mapping[str, Any],
+    warnings: list[str],
+    memo: Any,
+) -> None:
+    engine = await _engine(memo)
+    new_body, old_body = _plain(new), _plain(old)
+    namespace_deleting = False
+    if operation == "DELETE" and old_body is not None:
+        kind, name, namespace = decisions.node_identity(old_body)
+        if kind == "ElasticQuota" and namespace and engine.admitted_count(name) > 0:
+            username = str(userinfo.get("username", ""))
+            namespace_deleting = await _namespace_deleting(namespace, username)
+    verdict = decisions.review_node(
+        engine, operation, new_body, old_body, namespace_deleting=namespace_deleting
+    )
+    warnings.extend(verdict.warnings)
+    if not verdict.allowed:
+        raise kopf.AdmissionError(verdict.message, code=DENIED)
+
+
+def _what(body: Mapping[str, Any], operation: str | None) -> str:
+    kind, name, _ = decisions.node_identity(body)
+    return f"{kind} {name or '(no name)'} ({(operation or '?').lower()})"
+
+
+async def _validate(kwargs: Mapping[str, Any]) -> None:
+    operation = str(kwargs.get("operation") or "")
+    await _guard(
+        _what(kwargs["body"], operation),
+        _validate_node(
+            operation,
+            new=kwargs.get("new"),
+            old=kwargs.get("old"),
+            userinfo=kwargs.get("userinfo") or {},
+            warnings=kwargs["warnings"],
+            memo=kwargs.get("memo"),
+        ),
+    )
+
+
+@kopf.on.validate(
+    "quotree.io",
+    "v1alpha1",
+    "cohorts",
+    id=COHORTS_VALIDATE,
+    operations=["CREATE", "UPDATE", "DELETE"],
+)
+async def validate_cohort(**kwargs: Any) -> None:
+    """Configuration rules for a Cohort (semantics.md); dry-run answered the same."""
+    await _validate(kwargs)
+
+
+@kopf.on.validate(
+    "quotree.io",
+    "v1alpha1",
+    "elasticquotas",
+    id=ELASTICQUOTAS_VALIDATE,
+    operations=["CREATE", "UPDATE", "DELETE"],
+)
+async def validate_elasticquota(**kwargs: Any) -> None:
+    """Configuration rules for an ElasticQuota (semantics.md); dry-run answered the same."""
+    await _validate(kwargs)
+
+
+async def _mutate(body: Mapping[str, Any], patch: Any, memo: Any) -> None:
+    namespace = str((body.get("metadata") or {}).get("namespace") or "")
+    if not namespace:
+        return  # the API server fills it in before admission; nothing to decide without it
+    never = _never_gated(memo)
+    if namespace in never or namespace in DEFAULT_SYSTEM_NAMESPACES:
+        return  # before asking for the engine: these pods never wait for quotree
+    engine = await _engine(memo)
+    mutation = decisions.review_pod_create(engine, body, namespace, never)
+    if mutation.denied is not None:
+        raise kopf.AdmissionError(mutation.denied, code=DENIED)
+    for key, value in mutation.labels.items():
+        patch.metadata.labels[key] = value
+    if mutation.gates is not None:
+        patch.spec["schedulingGates"] = mutation.gates
+
+
+@kopf.on.mutate("v1", "pods", id=PODS_MUTATE, operations=["CREATE"])
+async def mutate_pod(**kwargs: Any) -> None:
+    """Charge a new pod to its quota: the quota-name label and the admission gate."""
+    body = kwargs["body"]
+    await _guard(decisions.describe_pod(body), _mutate(body, kwargs["patch"], kwargs["memo"]))
+
+
+async def _check_update(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, userinfo: Mapping[str, Any]
+) -> None:
+    if old is None or new is None:
+        return
+    reason = decisions.review_pod_update(
+        old, new, str(userinfo.get("username", "")), RUNTIME.trusted_users
+    )
+    if reason is not None:
+        raise kopf.AdmissionError(reason, code=DENIED)
+
+
+@kopf.on.validate("v1", "pods", id=PODS_VALIDATE, operations=["UPDATE"])
+async def validate_pod_update(**kwargs: Any) -> None:
+    """Only the operator may change a pod's quotree.io/* labels or remove its gate."""
+    await _guard(
+        decisions.describe_pod(kwargs["body"]),
+        _check_update(kwargs.get("old"), kwargs.get("new"), kwargs.get("userinfo") or {}),
+    )

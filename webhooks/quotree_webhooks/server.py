@@ -1,0 +1,171 @@
+"""The webhook server: quotree's certificates, Kopf's HTTPS server, our webhook configurations.
+
+The operator calls `configure(settings, config)` from its start-up handler.
+From then on Kopf runs `QuotreeWebhookServer`, which:
+
+1. connects to the API and learns the operator's own user name (the pod
+   UPDATE webhook lets only that user change quotree's labels and gate);
+2. serves HTTPS with the certificate `tls.ensure_pki` made, and checks every
+   hour whether it is due for renewal (Kopf notices the new files and
+   restarts its listener with them);
+3. each time the listener (re)starts, writes the Mutating- and
+   ValidatingWebhookConfiguration `quotree.io` (see `configurations`) with
+   the CA bundle and a URL, or a Service when `config.webhook_service` is set.
+
+The configurations are left in place when the operator stops, on purpose:
+pod creation in managed namespaces then fails fast (docs/webhooks.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ipaddress
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kopf
+from quotree_operator.config import OperatorConfig
+
+from quotree_webhooks import tls
+from quotree_webhooks.configurations import build_configurations
+from quotree_webhooks.kube import KubeApi
+
+__all__ = ["RUNTIME", "QuotreeWebhookServer", "WebhookRuntime", "configure", "serving_hosts"]
+
+logger = logging.getLogger("quotree.webhooks")
+
+#: How often the serving certificate is checked for renewal, in seconds.
+RENEW_CHECK_INTERVAL = 3600.0
+#: Service port the API server calls in a cluster deployment.
+SERVICE_PORT = 443
+
+
+@dataclass
+class WebhookRuntime:
+    """What the handlers need besides `memo`: the API client and who the operator is."""
+
+    kube: KubeApi | None = None
+    trusted_users: frozenset[str] = field(default_factory=frozenset)
+
+
+#: Filled in by the server when it starts; read by the handlers.
+RUNTIME = WebhookRuntime()
+
+
+def serving_hosts(config: OperatorConfig) -> list[str]:
+    """Names the serving certificate must carry."""
+    if config.webhook_service:
+        namespace, _, name = config.webhook_service.partition("/")
+        return [
+            f"{name}.{namespace}.svc",
+            f"{name}.{namespace}.svc.cluster.local",
+            f"{name}.{namespace}",
+            name,
+        ]
+    host = config.webhook_host
+    try:
+        if ipaddress.ip_address(host).is_unspecified:
+            host = "127.0.0.1"
+    except ValueError:
+        pass
+    return [host, "127.0.0.1", "localhost"]
+
+
+async def _retry(what: str, call: Any, *args: Any) -> Any:
+    """Call `call(*args)` until it succeeds; the webhooks are useless until it does."""
+    delay = 1.0
+    while True:
+        try:
+            return await call(*args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.error(
+                "webhooks: %s failed (%s: %s); retrying in %.0fs",
+                what,
+                type(exc).__name__,
+                exc,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+
+class QuotreeWebhookServer(kopf.WebhookServer):
+    """Kopf's aiohttp server, plus our certificates and webhook configurations."""
+
+    def __init__(self, *, config: OperatorConfig, pki: tls.Pki) -> None:
+        super().__init__(
+            addr=config.webhook_host,
+            port=config.webhook_port,
+            certfile=str(pki.cert),
+            pkeyfile=str(pki.key),
+            cafile=str(pki.ca_cert),
+        )
+        self.config = config
+
+    def _client_config(self, from_kopf: dict[str, Any]) -> dict[str, Any]:
+        ca_bundle = base64.b64encode(Path(str(self.cafile)).read_bytes()).decode()
+        if self.config.webhook_service:
+            namespace, _, name = self.config.webhook_service.partition("/")
+            service = {"namespace": namespace, "name": name, "port": SERVICE_PORT}
+            return {"service": service, "caBundle": ca_bundle}
+        return {"url": from_kopf["url"], "caBundle": ca_bundle}
+
+    async def _renew_forever(self) -> None:
+        hosts = serving_hosts(self.config)
+        while True:
+            await asyncio.sleep(RENEW_CHECK_INTERVAL)
+            try:
+                pki = await asyncio.to_thread(tls.ensure_pki, self.config.cert_dir, hosts)
+            except OSError as exc:
+                logger.error("webhooks: cannot renew the serving certificate: %s", exc)
+                continue
+            if pki.renewed:
+                logger.info("webhooks: renewed the serving certificate in %s", pki.cert.parent)
+
+    async def __call__(self, fn: Any) -> AsyncIterator[Any]:
+        kube = await _retry("connecting to the API", KubeApi.connect)
+        username = await _retry("asking the API who the operator is", kube.whoami)
+        RUNTIME.kube = kube
+        RUNTIME.trusted_users = frozenset({username})
+        logger.info(
+            "webhooks: the operator is %s; only it may change quotree's pod labels", username
+        )
+        renewer = asyncio.create_task(self._renew_forever())
+        try:
+            async for from_kopf in super().__call__(fn):
+                client_config = self._client_config(dict(from_kopf))
+                mutating, validating = build_configurations(
+                    client_config,
+                    operator_namespace=self.config.namespace,
+                    system_namespaces=self.config.system_namespaces,
+                    operator_username=username,
+                )
+                await _retry(
+                    "writing the webhook configurations",
+                    kube.apply_webhook_configurations,
+                    mutating,
+                    validating,
+                )
+                where = client_config.get("url") or client_config.get("service")
+                logger.info("webhooks: serving at %s; configurations quotree.io written", where)
+                yield from_kopf
+        finally:
+            renewer.cancel()
+            RUNTIME.kube = None
+            await kube.close()
+
+
+def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
+    """Make or renew the certificates and give Kopf our server (called at operator start-up)."""
+    pki = tls.ensure_pki(config.cert_dir, serving_hosts(config))
+    if pki.renewed:
+        logger.info("webhooks: wrote a new serving certificate to %s", pki.cert.parent)
+    settings.admission.server = QuotreeWebhookServer(config=config, pki=pki)
+    # We write the configurations ourselves (see `configurations`); Kopf must not.
+    settings.admission.managed = None

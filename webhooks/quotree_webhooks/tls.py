@@ -1,0 +1,213 @@
+"""The webhook server's own CA and serving certificate, made with `cryptography`.
+
+Kopf can make a self-signed certificate, but through `certbuilder`/`oscrypto`,
+which fail against OpenSSL 3; so quotree keeps a small CA of its own in
+`cert_dir` (ca.crt/ca.key, valid for years) and a serving certificate signed
+by it (tls.crt/tls.key, valid for `SERVING_DAYS`). `ensure_pki` makes what is
+missing and renews the serving certificate when less than `RENEW_BEFORE` of
+its life is left, when its names no longer match, or when the CA changed.
+The API server trusts the CA through the webhook configurations'
+`caBundle`, so a renewed serving certificate needs no reconfiguration; a
+renewed CA is written to the configurations by `server`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+__all__ = ["CA_DAYS", "RENEW_BEFORE", "SERVING_DAYS", "Pki", "ensure_pki"]
+
+CA_DAYS = 3650
+SERVING_DAYS = 90
+#: Renew when less than this share of a certificate's validity is left.
+RENEW_BEFORE = 1 / 3
+
+
+@dataclass(frozen=True, slots=True)
+class Pki:
+    """Paths of the CA and the serving certificate, and whether this call renewed anything."""
+
+    ca_cert: Path
+    ca_key: Path
+    cert: Path
+    key: Path
+    renewed: bool = False
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _write(path: Path, data: bytes, *, secret: bool = False) -> None:
+    """Write atomically, so the server never reads half a certificate."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    tmp.replace(path)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _needs_renewal(cert: x509.Certificate, now: dt.datetime) -> bool:
+    lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
+    return cert.not_valid_after_utc - now < lifetime * RENEW_BEFORE
+
+
+def _load(
+    cert_path: Path, key_path: Path
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
+    try:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        return None
+    return cert, key
+
+
+def _sans(hosts: Iterable[str]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = []
+    for host in dict.fromkeys(hosts):
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return names
+
+
+def _make_ca(now: dt.datetime) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "quotree-webhook-ca")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def _make_serving(
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    hosts: list[str],
+    now: dt.datetime,
+    days: int,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(_sans(hosts)), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def _covers(cert: x509.Certificate, hosts: list[str]) -> bool:
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return False
+    return set(_sans(hosts)) <= set(ext.value)
+
+
+def ensure_pki(
+    cert_dir: Path,
+    hosts: Iterable[str],
+    *,
+    now: dt.datetime | None = None,
+    serving_days: int = SERVING_DAYS,
+) -> Pki:
+    """Make or renew the CA and serving certificate in `cert_dir` for `hosts` (DNS names or IPs)."""
+    wanted = list(dict.fromkeys(hosts))
+    if not wanted:
+        raise ValueError("the serving certificate needs at least one host name")
+    moment = now or _now()
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    pki = Pki(
+        cert_dir / "ca.crt",
+        cert_dir / "ca.key",
+        cert_dir / "tls.crt",
+        cert_dir / "tls.key",
+    )
+    renewed = False
+    ca_pair = _load(pki.ca_cert, pki.ca_key)
+    if ca_pair is None or _needs_renewal(ca_pair[0], moment):
+        ca_pair = _make_ca(moment)
+        _write(pki.ca_key, _key_pem(ca_pair[1]), secret=True)
+        _write(pki.ca_cert, ca_pair[0].public_bytes(serialization.Encoding.PEM))
+        renewed = True
+    ca, ca_key = ca_pair
+    serving = _load(pki.cert, pki.key)
+    if (
+        renewed
+        or serving is None
+        or _needs_renewal(serving[0], moment)
+        or not _signed_by(serving[0], ca)
+        or not _covers(serving[0], wanted)
+    ):
+        cert, key = _make_serving(ca, ca_key, wanted, moment, serving_days)
+        # Kopf polls the files and reloads both after a change; by then both are written.
+        _write(pki.key, _key_pem(key), secret=True)
+        _write(pki.cert, cert.public_bytes(serialization.Encoding.PEM))
+        renewed = True
+    return Pki(pki.ca_cert, pki.ca_key, pki.cert, pki.key, renewed=renewed)
