@@ -7,6 +7,7 @@ webhooks read the same object, so both shells agree on namespaces and ports.
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,24 +44,32 @@ class OperatorConfig:
     #: In a cluster: the Service that fronts the webhook (QUOTREE_WEBHOOK_SERVICE, "ns/name");
     #: empty: the API server calls https://webhook_host:webhook_port directly (local runs).
     webhook_service: str | None = None
+    #: Who holds the leader Lease (QUOTREE_IDENTITY, else POD_NAME, else the host name).
+    identity: str = field(default_factory=socket.gethostname)
+    #: Concurrent API writes for admissions, evictions and statuses (QUOTREE_CONCURRENCY).
+    concurrency: int = 48
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:
         env = dict(os.environ if environ is None else environ)
-        namespace = env.get("QUOTREE_NAMESPACE") or env.get("POD_NAMESPACE") or cls.namespace
+        # With slots=True, `cls.field` is a slot descriptor, not the default: use an instance.
+        defaults = cls()
+        namespace = env.get("QUOTREE_NAMESPACE") or env.get("POD_NAMESPACE") or defaults.namespace
         return cls(
             namespace=namespace,
             system_namespaces=_csv(env.get("QUOTREE_SYSTEM_NAMESPACES", "")),
             default_quota=env.get("QUOTREE_DEFAULT_QUOTA") or None,
-            reclaim_delay=float(env.get("QUOTREE_RECLAIM_DELAY", cls.reclaim_delay)),
-            log_level=env.get("QUOTREE_LOG_LEVEL", cls.log_level).upper(),
+            reclaim_delay=float(env.get("QUOTREE_RECLAIM_DELAY", defaults.reclaim_delay)),
+            log_level=env.get("QUOTREE_LOG_LEVEL", defaults.log_level).upper(),
             webhooks=env.get("QUOTREE_WEBHOOKS", "1") not in ("0", "false", "no"),
-            webhook_host=env.get("QUOTREE_WEBHOOK_HOST", cls.webhook_host),
-            webhook_port=int(env.get("QUOTREE_WEBHOOK_PORT", cls.webhook_port)),
+            webhook_host=env.get("QUOTREE_WEBHOOK_HOST", defaults.webhook_host),
+            webhook_port=int(env.get("QUOTREE_WEBHOOK_PORT", defaults.webhook_port)),
             cert_dir=Path(env["QUOTREE_CERT_DIR"])
             if env.get("QUOTREE_CERT_DIR")
             else Path.home() / ".cache" / "quotree" / "webhook-pki",
             webhook_service=env.get("QUOTREE_WEBHOOK_SERVICE") or None,
+            identity=env.get("QUOTREE_IDENTITY") or env.get("POD_NAME") or socket.gethostname(),
+            concurrency=int(env.get("QUOTREE_CONCURRENCY", defaults.concurrency)),
         )
 
     @property

@@ -1,0 +1,313 @@
+"""The only module that talks to the Kubernetes API (kubernetes_asyncio).
+
+Created once at start-up and kept in Kopf's `memo.kube`. Every call converts the client's
+exceptions into `KubeError` (status code + one-line message), so the rest of the operator
+never imports kubernetes_asyncio. Responses the operator does not read are not deserialized
+(`_preload_content=False`): at thousands of pods, building model objects costs more CPU
+than the request itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, GROUP, VERSION
+
+__all__ = ["Kube", "KubeError"]
+
+logger = logging.getLogger(__name__)
+
+COMPONENT = "quotree-operator"
+_JSON_PATCH = "application/json-patch+json"
+_MERGE_PATCH = "application/merge-patch+json"
+
+
+class KubeError(Exception):
+    """A failed API call: `status` is the HTTP status (0: no answer)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _convert(exc: BaseException, what: str) -> KubeError:
+    if isinstance(exc, ApiException):
+        reason = exc.reason or ""
+        with contextlib.suppress(TypeError, ValueError):
+            reason = json.loads(exc.body or "{}").get("message") or reason
+        return KubeError(int(exc.status or 0), f"{what}: {exc.status} {reason}")
+    return KubeError(0, f"{what}: {type(exc).__name__}: {exc}")
+
+
+def _escape(key: str) -> str:
+    """A map key as a JSON-pointer segment."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Kube:
+    """The API calls the operator makes, and nothing else."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        # Typed as Any: the operator sends plain dicts and raw patches, which the generated
+        # signatures (model classes, no `_content_type`) do not describe.
+        self.core: Any = client.CoreV1Api(api)
+        self.custom: Any = client.CustomObjectsApi(api)
+        self.coordination: Any = client.CoordinationV1Api(api)
+
+    @classmethod
+    async def connect(cls, pool: int = 64) -> Kube:
+        """Load the kubeconfig (or the in-cluster config) and open one connection pool."""
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            await config.load_kube_config(client_configuration=configuration)
+        configuration.connection_pool_maxsize = pool
+        return cls(client.ApiClient(configuration))
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def _call(self, what: str, coro: Any) -> Any:
+        try:
+            response = await coro
+        except (TimeoutError, ApiException, OSError) as exc:
+            raise _convert(exc, what) from None
+        except Exception as exc:  # aiohttp's client errors, without importing aiohttp here
+            if type(exc).__module__.startswith("aiohttp"):
+                raise _convert(exc, what) from None
+            raise
+        status = getattr(response, "status", 200)
+        if not 200 <= status <= 299:  # _preload_content=False skips the client's own check
+            body = await response.read()
+            await response.release()
+            try:
+                message = json.loads(body).get("message") or ""
+            except (TypeError, ValueError):
+                message = body[:200].decode(errors="replace")
+            raise KubeError(status, f"{what}: {status} {message}")
+        return response
+
+    async def _discard(self, what: str, coro: Any) -> None:
+        response = await self._call(what, coro)
+        release = getattr(response, "release", None)
+        if release is not None:
+            await release()
+
+    # ------------------------------------------------------------ listing
+
+    async def list_all(self, what: str) -> list[dict[str, Any]]:
+        """Every Node, Pod, Cohort or ElasticQuota (pages of 500), each with its `kind` set."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
+            if token:
+                kwargs["_continue"] = token
+            if what == "nodes":
+                call, kind = self.core.list_node(**kwargs), "Node"
+            elif what == "pods":
+                call, kind = self.core.list_pod_for_all_namespaces(**kwargs), "Pod"
+            else:
+                plural = "cohorts" if what == "Cohort" else "elasticquotas"
+                call, kind = (
+                    self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs),
+                    what,
+                )
+            response = await self._call(f"list {what}", call)
+            data = json.loads(await response.read())
+            for item in data.get("items") or ():
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = (data.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    # ------------------------------------------------------------ pods
+
+    async def admit(
+        self,
+        namespace: str,
+        name: str,
+        gates: Sequence[str],
+        labels: Mapping[str, str] | None,
+        capacity: str | None,
+    ) -> None:
+        """Remove our scheduling gate (keeping any others) and set the capacity label, at once.
+
+        `gates` are the pod's gate names as last seen; the `test` op makes the patch fail
+        (422) instead of removing someone else's gate if the list has changed since.
+        """
+        index = list(gates).index(ADMISSION_GATE)
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": ADMISSION_GATE},
+            {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+        ]
+        if capacity is not None:
+            if labels is None:
+                ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
+            ops.append(
+                {
+                    "op": "add",
+                    "path": f"/metadata/labels/{_escape(CAPACITY_LABEL)}",
+                    "value": capacity,
+                }
+            )
+        await self._discard(
+            f"Pod {namespace}/{name}: remove gate",
+            self.core.patch_namespaced_pod(
+                name, namespace, ops, _content_type=_JSON_PATCH, _preload_content=False
+            ),
+        )
+
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        response = await self._call(
+            f"Pod {namespace}/{name}: read",
+            self.core.read_namespaced_pod(name, namespace, _preload_content=False),
+        )
+        data: dict[str, Any] = json.loads(await response.read())
+        return data
+
+    async def label_pod(self, namespace: str, name: str, capacity: str) -> None:
+        body = {"metadata": {"labels": {CAPACITY_LABEL: capacity}}}
+        await self._discard(
+            f"Pod {namespace}/{name}: label",
+            self.core.patch_namespaced_pod(
+                name, namespace, body, _content_type=_MERGE_PATCH, _preload_content=False
+            ),
+        )
+
+    async def evict(self, namespace: str, name: str) -> None:
+        """The Eviction API (PodDisruptionBudgets hold); a refusal raises KubeError(429)."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        await self._discard(
+            f"Pod {namespace}/{name}: evict",
+            self.core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False),
+        )
+
+    async def pod_event(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None,
+        reason: str,
+        message: str,
+        warning: bool = False,
+    ) -> None:
+        """A core/v1 Event on the pod (kubectl describe pod shows it)."""
+        now = _now()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{name}.{uuid.uuid4().hex[:16]}",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": namespace,
+                "name": name,
+                **({"uid": uid} if uid else {}),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": COMPONENT},
+            "reportingComponent": f"{GROUP}/operator",
+            "reportingInstance": COMPONENT,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self._discard(
+            f"Pod {namespace}/{name}: event {reason}",
+            self.core.create_namespaced_event(namespace, body, _preload_content=False),
+        )
+
+    # ------------------------------------------------------------ quota objects
+
+    async def patch_node(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        status: Mapping[str, Any] | None,
+        annotations: Mapping[str, str] | None,
+    ) -> None:
+        """Merge-patch a Cohort's or ElasticQuota's status and/or annotations."""
+        plural = "cohorts" if kind == "Cohort" else "elasticquotas"
+        what = f"{kind} {name}"
+        if annotations is not None:
+            body: dict[str, Any] = {"metadata": {"annotations": dict(annotations)}}
+            if namespace:
+                call = self.custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, name, body,
+                    _content_type=_MERGE_PATCH, _preload_content=False,
+                )  # fmt: skip
+            else:
+                call = self.custom.patch_cluster_custom_object(
+                    GROUP, VERSION, plural, name, body,
+                    _content_type=_MERGE_PATCH, _preload_content=False,
+                )  # fmt: skip
+            await self._discard(f"{what}: annotations", call)
+        if status is not None:
+            body = {"status": dict(status)}
+            if namespace:
+                call = self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, plural, name, body,
+                    _content_type=_MERGE_PATCH, _preload_content=False,
+                )  # fmt: skip
+            else:
+                call = self.custom.patch_cluster_custom_object_status(
+                    GROUP, VERSION, plural, name, body,
+                    _content_type=_MERGE_PATCH, _preload_content=False,
+                )  # fmt: skip
+            await self._discard(f"{what}: status", call)
+
+    # ------------------------------------------------------------ leader lease
+
+    async def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            response = await self._call(
+                f"Lease {namespace}/{name}: read",
+                self.coordination.read_namespaced_lease(name, namespace, _preload_content=False),
+            )
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        data: dict[str, Any] = json.loads(await response.read())
+        return data
+
+    async def write_lease(self, namespace: str, lease: Mapping[str, Any], create: bool) -> None:
+        """Create or replace (with the resourceVersion in `lease`: a 409 means we lost)."""
+        name = lease["metadata"]["name"]
+        if create:
+            call = self.coordination.create_namespaced_lease(
+                namespace, dict(lease), _preload_content=False
+            )
+        else:
+            call = self.coordination.replace_namespaced_lease(
+                name, namespace, dict(lease), _preload_content=False
+            )
+        await self._discard(f"Lease {namespace}/{name}: write", call)

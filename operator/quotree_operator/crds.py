@@ -1,0 +1,245 @@
+"""The CRDs for Cohort and ElasticQuota, generated from the engine's pydantic spec models.
+
+`crds/quotree.yaml` is the output of `python -m quotree_operator.crds > crds/quotree.yaml`;
+tests/unit/test_crds.py regenerates it and fails if the file and the models drift. The spec
+schema walks `CohortSpec` / `ElasticQuotaSpec` field by field (Kubernetes wants a structural
+schema, which pydantic's JSON schema with `anyOf`/`$defs` is not). CEL rules check what one
+object can check alone: quantities are not negative and `min <= max` per resource.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel
+
+from quotree.models import GROUP, VERSION, CohortSpec, ElasticQuotaSpec
+
+__all__ = ["crd_documents", "render", "spec_schema"]
+
+# Kubernetes' own schema for resource.Quantity, made non-negative for strings.
+_QUANTITY_PATTERN = (
+    r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+# Bounds keep the CEL cost estimate finite (the API server rejects unbounded rule costs).
+_MAX_RESOURCES = 64
+_MAX_NAME = 253
+
+
+def _quantity_schema() -> dict[str, Any]:
+    return {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "x-kubernetes-int-or-string": True,
+        "pattern": _QUANTITY_PATTERN,
+        "maxLength": 64,
+        "x-kubernetes-validations": [
+            {
+                "rule": (
+                    "!isQuantity(string(self)) || "
+                    "quantity(string(self)).compareTo(quantity('0')) >= 0"
+                ),
+                "message": "quantities must not be negative",
+            }
+        ],
+    }
+
+
+def _resource_list(description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "maxProperties": _MAX_RESOURCES,
+        "additionalProperties": _quantity_schema(),
+    }
+
+
+def _is_resource_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is dict
+
+
+def _schema_for(annotation: Any, description: str | None) -> dict[str, Any]:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]
+    if _is_resource_list(annotation):
+        return _resource_list(description or "")
+    out: dict[str, Any]
+    if annotation is str:
+        out = {"type": "string", "maxLength": _MAX_NAME}
+    elif typing.get_origin(annotation) is list:
+        (item,) = typing.get_args(annotation)
+        out = {"type": "array", "maxItems": 256, "items": _schema_for(item, None)}
+        out["x-kubernetes-list-type"] = "set"
+    elif typing.get_origin(annotation) is Literal:
+        out = {"type": "string", "enum": list(typing.get_args(annotation))}
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        out = _object_schema(annotation)
+    else:  # pragma: no cover - a new field type needs a mapping here
+        raise TypeError(f"no CRD schema for field type {annotation!r}")
+    if description:
+        out["description"] = description
+    return out
+
+
+def _object_schema(model: type[BaseModel]) -> dict[str, Any]:
+    properties = {}
+    for name, info in model.model_fields.items():
+        schema = _schema_for(info.annotation, info.description)
+        if info.default is not None and not isinstance(info.default, BaseModel):
+            schema["default"] = info.default
+        properties[name] = schema
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if model.__doc__:
+        out["description"] = model.__doc__.strip().splitlines()[0]
+    return out
+
+
+def spec_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The structural OpenAPI schema of a spec model, with the CEL rules for one object."""
+    schema = _object_schema(model)
+    schema["x-kubernetes-validations"] = [
+        {
+            "rule": (
+                "!has(self.min) || !has(self.max) || self.min.all(r, !(r in self.max) || "
+                "!isQuantity(string(self.min[r])) || !isQuantity(string(self.max[r])) || "
+                "quantity(string(self.min[r])).compareTo(quantity(string(self.max[r]))) <= 0)"
+            ),
+            "message": "min must not be above max for any resource",
+        }
+    ]
+    return schema
+
+
+def _written_list(description: str) -> dict[str, Any]:
+    """A resource list the operator writes (quantity strings)."""
+    return {
+        "type": "object",
+        "description": description,
+        "additionalProperties": {"type": "string"},
+    }
+
+
+def _status_schema(leaf: bool) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "request": _written_list("Demand: what this node asks of its parent."),
+        "runtime": _written_list("What this node may use now (its share of the parent)."),
+        "used": _written_list("What admitted pods use."),
+        "summary": {
+            "type": "string",
+            "description": "Per resource: used/runtime/min/max (the printer column).",
+        },
+        "conditions": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+            "items": {
+                "type": "object",
+                "required": ["type", "status"],
+                "properties": {
+                    "type": {"type": "string"},
+                    "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                    "reason": {"type": "string"},
+                    "message": {"type": "string"},
+                    "lastTransitionTime": {"type": "string", "format": "date-time"},
+                },
+            },
+        },
+    }
+    if leaf:
+        properties["admittedPods"] = {"type": "integer", "format": "int64"}
+        properties["pendingPods"] = {"type": "integer", "format": "int64"}
+    return {"type": "object", "properties": properties}
+
+
+def _columns(leaf: bool) -> list[dict[str, Any]]:
+    columns = [
+        {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
+        {
+            "name": "Used/Runtime/Min/Max",
+            "type": "string",
+            "jsonPath": ".status.summary",
+            "description": "Per resource: used/runtime/min/max.",
+        },
+    ]
+    if leaf:
+        columns += [
+            {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedPods"},
+            {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingPods"},
+        ]
+    columns += [
+        {
+            "name": "Valid",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Valid")].status',
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    return columns
+
+
+def _crd(kind: str, plural: str, short: list[str], model: type[BaseModel]) -> dict[str, Any]:
+    leaf = kind == "ElasticQuota"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short,
+                "categories": ["quotree"],
+            },
+            "scope": "Namespaced" if leaf else "Cluster",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": _columns(leaf),
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": (model.__doc__ or kind).strip().splitlines()[0],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema(model),
+                                "status": _status_schema(leaf),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def crd_documents() -> list[dict[str, Any]]:
+    """The two CRDs, Cohort first."""
+    return [
+        _crd("Cohort", "cohorts", ["coh"], CohortSpec),
+        _crd("ElasticQuota", "elasticquotas", ["eq", "eqs"], ElasticQuotaSpec),
+    ]
+
+
+def render() -> str:
+    """crds/quotree.yaml as text."""
+    header = (
+        "# Generated by `python -m quotree_operator.crds`; do not edit (tests/unit/test_crds.py).\n"
+    )
+    return header + yaml.safe_dump_all(crd_documents(), sort_keys=False, width=100)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())

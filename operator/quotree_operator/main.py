@@ -1,0 +1,115 @@
+"""Kopf entry point: `kopf run --all-namespaces -m quotree_operator.main`.
+
+The handlers only translate watch events into engine inputs (`Shell.observe_*`); the
+decision loop and the status writer (shell.py) turn the engine's decisions into API writes.
+Handlers are `async` on purpose: Kopf runs sync handlers in threads, and the engine is not
+thread-safe. `@kopf.on.event` stores nothing on the objects (no progress annotations).
+
+Kopf's memo carries `memo.engine` (the live quotree.Engine), `memo.config`
+(OperatorConfig), `memo.kube` and `memo.shell`; the webhooks read the first two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from typing import Any
+
+import kopf
+
+from quotree.models import GROUP, VERSION
+from quotree_operator.client import Kube
+from quotree_operator.config import OperatorConfig
+from quotree_operator.leader import LeaderLease
+from quotree_operator.shell import Shell
+
+logger = logging.getLogger("quotree.operator")
+
+_background: list[asyncio.Task[None]] = []
+
+# The webhooks (issue 5) register their Kopf admission handlers at import.
+# TODO(issue 5): drop the guard once quotree_webhooks.handlers exists.
+try:
+    importlib.import_module("quotree_webhooks.handlers")
+    _webhook_server: Any = importlib.import_module("quotree_webhooks.server")
+except ImportError:  # pragma: no cover - while the webhooks are being written
+    _webhook_server = None
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    config = OperatorConfig.from_env()
+    logging.getLogger("quotree").setLevel(config.log_level)
+    # One replica acts through the Lease (leader.py); Kopf's peering would freeze them all.
+    settings.peering.standalone = True
+    settings.scanning.disabled = True  # no CRD watching: fewer permissions, fixed resources
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+    if config.webhooks and _webhook_server is not None:
+        _webhook_server.configure(settings, config)
+
+    kube = await Kube.connect(pool=config.concurrency + 8)
+    shell = Shell(config, kube, concurrency=config.concurrency)
+    # Rebuild the engine from the API before Kopf's watches start (startup handlers run
+    # first), so every later watch event is newer than what was loaded.
+    await shell.load()
+    memo.config = config
+    memo.kube = kube
+    memo.shell = shell
+    memo.engine = shell.engine
+
+    def leadership(leading: bool) -> None:
+        shell.leading = leading
+        shell.changed()
+
+    lease = LeaderLease(kube, config.namespace, config.identity, leadership)
+    _background.extend(
+        asyncio.create_task(coro, name=name)
+        for name, coro in (
+            ("quotree-decisions", shell.decision_loop()),
+            ("quotree-status", shell.status_loop()),
+            ("quotree-lease", lease.run()),
+        )
+    )
+    logger.info(
+        "quotree operator started (identity %s, reclaim delay %ss)",
+        config.identity,
+        config.reclaim_delay,
+    )
+
+
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    for task in _background:
+        task.cancel()
+    await asyncio.gather(*_background, return_exceptions=True)
+    _background.clear()
+    kube = getattr(memo, "kube", None)
+    if kube is not None:
+        await kube.close()
+
+
+def _deleted(event: kopf.RawEvent) -> bool:
+    return event.get("type") == "DELETED"
+
+
+@kopf.on.event("", "v1", "pods")
+async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    memo.shell.observe_pod(body, _deleted(event))
+
+
+@kopf.on.event("", "v1", "nodes")
+async def node_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    memo.shell.observe_node(body, _deleted(event))
+
+
+@kopf.on.event(GROUP, VERSION, "cohorts")
+async def cohort_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    memo.shell.observe_quota_object(body, _deleted(event))
+
+
+@kopf.on.event(GROUP, VERSION, "elasticquotas")
+async def quota_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    memo.shell.observe_quota_object(body, _deleted(event))

@@ -1,0 +1,117 @@
+"""What a Cohort's or ElasticQuota's status and annotations should say (pure, no I/O).
+
+The status writer compares `desired()` with what it last wrote and patches only the
+difference, so a burst of pod events becomes one status write per node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from quotree.engine import Engine, NodeReport
+from quotree.quantity import format_quantity, is_unlimited
+
+__all__ = ["ANNOTATIONS", "Desired", "conditions", "desired", "quantities", "summary"]
+
+ANNOTATIONS = ("request", "runtime", "used")
+
+
+def quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+    """Base units -> Kubernetes quantity strings, sorted by resource."""
+    return {r: format_quantity(a, r) for r, a in sorted(amounts.items())}
+
+
+def summary(report: NodeReport, min_: Mapping[str, int], max_: Mapping[str, int]) -> str:
+    """One line per node for `kubectl get`: `cpu 3/10/5/20, nvidia.com/gpu 1/2/1/-`."""
+    resources = sorted(set(report.runtime) | set(min_) | set(max_))
+    parts = []
+    for r in resources:
+        high = max_.get(r)
+        cells = (
+            format_quantity(report.used.get(r, 0), r),
+            format_quantity(report.runtime.get(r, 0), r),
+            format_quantity(min_.get(r, 0), r),
+            "-" if high is None or is_unlimited(high) else format_quantity(high, r),
+        )
+        parts.append(f"{r} {'/'.join(cells)}")
+    return ", ".join(parts)
+
+
+def conditions(engine: Engine, name: str, bad_config: str | None) -> list[dict[str, str]]:
+    """Valid (own configuration) and Active (the node is part of the live tree)."""
+    problem = engine.tree.problems.get(name)
+    if bad_config is not None:
+        valid = {"status": "False", "reason": "InvalidSpec", "message": bad_config}
+    elif problem is not None and problem.own:
+        valid = {"status": "False", "reason": problem.reason, "message": problem.message}
+    else:
+        valid = {"status": "True", "reason": "Valid", "message": "the configuration is valid"}
+    if bad_config is not None:
+        active = {"status": "False", "reason": "InvalidSpec", "message": bad_config}
+    elif problem is not None:
+        active = {"status": "False", "reason": problem.reason, "message": problem.message}
+    else:
+        active = {"status": "True", "reason": "Active", "message": "part of the live quota tree"}
+    return [{"type": "Valid", **valid}, {"type": "Active", **active}]
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    """status (without condition timestamps) and the three annotations of one node."""
+
+    status: dict[str, Any]
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+def desired(engine: Engine, name: str, leaf: bool, bad_config: str | None = None) -> Desired:
+    """What node `name` should show now."""
+    report = engine.report(name)
+    config = engine.tree.config(name)
+    lists = {
+        "request": quantities(report.request),
+        "runtime": quantities(report.runtime),
+        "used": quantities(report.used),
+    }
+    status: dict[str, Any] = {
+        **lists,
+        "summary": summary(report, config.min if config else {}, config.max if config else {}),
+        "conditions": conditions(engine, name, bad_config),
+    }
+    if leaf:
+        status["admittedPods"] = report.admitted_pods
+        status["pendingPods"] = report.pending_pods
+    annotations = {
+        f"quotree.io/{key}": json.dumps(value, sort_keys=True, separators=(",", ":"))
+        for key, value in lists.items()
+    }
+    return Desired(status, annotations)
+
+
+def status_patch(
+    new: Desired, old: Desired | None, old_times: Mapping[str, str], now: str
+) -> dict[str, Any] | None:
+    """The status merge patch turning `old` into `new` (None: nothing to write).
+
+    Resource lists are replaced whole (a merge patch would keep vanished resources), and
+    conditions keep their lastTransitionTime unless their status changed.
+    """
+    if old is not None and old.status == new.status:
+        return None
+    patch: dict[str, Any] = dict(new.status)
+    old_lists = old.status if old is not None else {}
+    for key in ANNOTATIONS:
+        gone = set(old_lists.get(key) or {}) - set(new.status[key])
+        if gone:
+            patch[key] = {**new.status[key], **dict.fromkeys(gone)}
+    old_conditions = {c["type"]: c for c in (old.status.get("conditions") or [])} if old else {}
+    stamped = []
+    for condition in new.status["conditions"]:
+        previous = old_conditions.get(condition["type"])
+        keep = previous is not None and previous.get("status") == condition["status"]
+        stamp = old_times.get(condition["type"]) if keep else None
+        stamped.append({**condition, "lastTransitionTime": stamp or now})
+    patch["conditions"] = stamped
+    return patch

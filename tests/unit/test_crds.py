@@ -1,0 +1,69 @@
+"""crds/quotree.yaml is generated from the engine's spec models and must not drift from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from quotree_operator import crds
+
+from quotree.models import CohortSpec, ElasticQuotaSpec, PreemptionSpec
+
+CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "quotree.yaml"
+
+
+def _on_disk() -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(CRD_FILE.read_text()) if doc]
+
+
+def test_file_is_generated_from_the_models() -> None:
+    assert CRD_FILE.read_text() == crds.render(), (
+        "crds/quotree.yaml is stale: run "
+        "`PYTHONPATH=operator .venv/bin/python -m quotree_operator.crds > crds/quotree.yaml`"
+    )
+
+
+def _spec(kind: str) -> dict[str, Any]:
+    (doc,) = [d for d in _on_disk() if d["spec"]["names"]["kind"] == kind]
+    (version,) = doc["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return schema
+
+
+@pytest.mark.parametrize(
+    ("kind", "model"), [("Cohort", CohortSpec), ("ElasticQuota", ElasticQuotaSpec)]
+)
+def test_spec_fields_match_the_model(kind: str, model: type) -> None:
+    assert set(_spec(kind)["properties"]) == set(model.model_fields)
+
+
+def test_preemption_enum_matches_the_model() -> None:
+    preemption = _spec("ElasticQuota")["properties"]["preemption"]
+    field = PreemptionSpec.model_fields["withinQuota"]
+    assert preemption["properties"]["withinQuota"]["enum"] == ["LowerPriority", "Never"]
+    assert preemption["properties"]["withinQuota"]["default"] == field.default
+
+
+def test_names_scope_status_and_columns() -> None:
+    docs = {d["spec"]["names"]["kind"]: d["spec"] for d in _on_disk()}
+    assert docs["Cohort"]["scope"] == "Cluster"
+    assert docs["Cohort"]["names"]["shortNames"] == ["coh"]
+    assert docs["ElasticQuota"]["scope"] == "Namespaced"
+    assert docs["ElasticQuota"]["names"]["shortNames"] == ["eq", "eqs"]
+    for spec in docs.values():
+        (version,) = spec["versions"]
+        assert version["name"] == "v1alpha1"
+        assert version["subresources"] == {"status": {}}
+        columns = [c["name"] for c in version["additionalPrinterColumns"]]
+        assert columns[:2] == ["Parent", "Used/Runtime/Min/Max"]
+
+
+def test_resource_lists_are_quantities_with_cel_rules() -> None:
+    spec = _spec("ElasticQuota")
+    for name in ("min", "max", "sharedWeight", "lendingLimit", "borrowingLimit"):
+        value = spec["properties"][name]["additionalProperties"]
+        assert value["x-kubernetes-int-or-string"] is True
+        assert "compareTo" in value["x-kubernetes-validations"][0]["rule"]
+    assert "min must not be above max" in spec["x-kubernetes-validations"][0]["message"]
