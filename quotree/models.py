@@ -167,8 +167,17 @@ def _parsed(values: ResourceList | None) -> dict[str, int]:
     return {name: parse_quantity(amount, name) for name, amount in (values or {}).items()}
 
 
+# pydantic names each member of the Quantity union it tried in the error's location.
+_QUANTITY_UNION_TAGS = frozenset({"str", "int", "float"})
+
+
+def _one_line(text: object) -> str:
+    """`text` with line breaks escaped: error messages are one line, whatever users send."""
+    return str(text).replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _error_path(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc)
+    return _one_line(".".join(str(part) for part in loc))
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
@@ -179,7 +188,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
     kind = obj.get("kind")
     metadata = obj.get("metadata") or {}
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    label = f"{kind} {name}" if name else f"{kind or 'object'} (no name)"
+    label = _one_line(f"{kind} {name}" if name else f"{kind or 'object'} (no name)")
     if kind not in ("Cohort", "ElasticQuota"):
         raise ConfigError(f"{label}: kind must be Cohort or ElasticQuota")
     if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
@@ -194,10 +203,24 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
     try:
         spec = model.model_validate(dict(spec_obj))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = _error_path(("spec", *first["loc"]))
-        message = str(first["msg"]).removeprefix("Value error, ")
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        errors = exc.errors()
+        first = errors[0]
+        loc = tuple(first["loc"])
+        message = _one_line(str(first["msg"]).removeprefix("Value error, "))
+        if loc and loc[-1] in _QUANTITY_UNION_TAGS:
+            # A value that is none of the quantity types: one error, not one per type tried.
+            loc = loc[:-1]
+            message = 'must be a quantity (a string such as "500m" or a number)'
+        count = len(
+            {
+                tuple(e["loc"])[:-1]
+                if e["loc"] and e["loc"][-1] in _QUANTITY_UNION_TAGS
+                else tuple(e["loc"])
+                for e in errors
+            }
+        )
+        where = _error_path(("spec", *loc))
+        more = f" (and {count - 1} more)" if count > 1 else ""
         raise ConfigError(f"{label}: {where}: {message}{more}") from None
     quota = spec if isinstance(spec, ElasticQuotaSpec) else None
     return NodeConfig(
