@@ -21,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import ipaddress
+import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import kopf
 from quotree_operator.config import OperatorConfig
 
@@ -107,6 +109,40 @@ class QuotreeWebhookServer(kopf.WebhookServer):
             cafile=str(pki.ca_cert),
         )
         self.config = config
+
+    @staticmethod
+    async def _serve(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        """Kopf's request handling, but a request Kopf cannot read still gets an answer.
+
+        Kopf answers HTTP 400/500 when a review's object is not shaped like a
+        Kubernetes object (e.g. `metadata` is not a map); the API server would
+        show that as a failed webhook call. We answer a denial that says why.
+        """
+        try:
+            response: aiohttp.web.Response = await kopf.WebhookServer._serve(fn, request)
+        except Exception as exc:
+            try:
+                review = json.loads(await request.text())
+                uid = str(review["request"]["uid"])
+            except Exception:
+                raise aiohttp.web.HTTPBadRequest(reason="not an AdmissionReview") from None
+            logger.warning("webhooks: malformed admission request %s: %s", uid, exc)
+            return aiohttp.web.json_response(
+                {
+                    "apiVersion": review.get("apiVersion", "admission.k8s.io/v1"),
+                    "kind": "AdmissionReview",
+                    "response": {
+                        "uid": uid,
+                        "allowed": False,
+                        "status": {
+                            "code": 400,
+                            "message": "quotree: the object in this admission request is "
+                            "not a well-formed Kubernetes object",
+                        },
+                    },
+                }
+            )
+        return response
 
     def _client_config(self, from_kopf: dict[str, Any]) -> dict[str, Any]:
         ca_bundle = base64.b64encode(Path(str(self.cafile)).read_bytes()).decode()
