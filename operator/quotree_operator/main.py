@@ -28,19 +28,22 @@ logger = logging.getLogger("quotree.operator")
 
 _background: list[asyncio.Task[None]] = []
 
-# The webhooks (issue 5) register their Kopf admission handlers at import.
-# TODO(issue 5): drop the guard once quotree_webhooks.handlers exists.
-try:
+# The webhooks (issue 5) register their Kopf admission handlers at import; with
+# QUOTREE_WEBHOOKS=0 they are not imported at all (Kopf refuses handlers without a server).
+_webhook_server: Any = None
+if OperatorConfig.from_env().webhooks:
     importlib.import_module("quotree_webhooks.handlers")
-    _webhook_server: Any = importlib.import_module("quotree_webhooks.server")
-except ImportError:  # pragma: no cover - while the webhooks are being written
-    _webhook_server = None
+    _webhook_server = importlib.import_module("quotree_webhooks.server")
 
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     config = OperatorConfig.from_env()
     logging.getLogger("quotree").setLevel(config.log_level)
+    # One "Handler succeeded" line per pod event drowns the log (and costs CPU) at scale.
+    logging.getLogger("kopf.objects").setLevel(
+        max(logging.WARNING, logging.getLevelName(config.log_level))
+    )
     # One replica acts through the Lease (leader.py); Kopf's peering would freeze them all.
     settings.peering.standalone = True
     settings.scanning.disabled = True  # no CRD watching: fewer permissions, fixed resources

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# make run: quotree on the local control plane, with a demo tree and demo workloads.
+#
+#  1. start the local control plane unless KUBECONFIG is set (hack/cluster.sh up; the first
+#     build takes a while, later starts take seconds);
+#  2. install the CRDs (crds/);
+#  3. start the operator (webhooks included unless QUOTREE_WEBHOOKS=0), with its log in
+#     $QUOTREE_RUN/logs/operator.log;
+#  4. apply examples/demo/ (a Cohort tree and workloads that borrow) and print
+#     `kubectl get coh,eq -A`;
+#  5. keep the operator in the foreground: Ctrl-C stops it (the control plane keeps
+#     running; `make cluster-down` stops it).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+VENV_BIN="${ROOT}/.venv/bin"
+# shellcheck source=hack/lib.sh
+source "${ROOT}/hack/lib.sh"
+
+if [[ -z "${KUBECONFIG:-}" ]]; then
+  echo ">>> KUBECONFIG is not set: starting the local control plane (hack/cluster.sh up)"
+  "${ROOT}/hack/cluster.sh" up
+  eval "$("${ROOT}/hack/cluster.sh" env)"
+elif ! command -v kubectl >/dev/null; then
+  eval "$("${ROOT}/hack/cluster.sh" env | grep '^export PATH=')"
+fi
+KC=(kubectl)
+
+echo ">>> installing the CRDs"
+"${KC[@]}" apply -f crds/ >/dev/null
+"${KC[@]}" wait --for condition=established --timeout=60s \
+  crd/cohorts.quotree.io crd/elasticquotas.quotree.io >/dev/null
+NS="${QUOTREE_NAMESPACE:-quotree-system}"
+"${KC[@]}" create namespace "${NS}" --dry-run=client -o yaml | "${KC[@]}" apply -f - >/dev/null
+
+LOG_DIR="${QUOTREE_RUN}/logs"
+mkdir -p "${LOG_DIR}"
+LOG="${LOG_DIR}/operator.log"
+echo ">>> starting the operator (log: ${LOG})"
+"${VENV_BIN}/kopf" run --all-namespaces --standalone -m quotree_operator.main >"${LOG}" 2>&1 &
+OPERATOR_PID=$!
+stop() {
+  trap - INT TERM EXIT
+  if kill -0 "${OPERATOR_PID}" 2>/dev/null; then
+    echo ">>> stopping the operator"
+    kill -INT "${OPERATOR_PID}" 2>/dev/null || true
+    wait "${OPERATOR_PID}" 2>/dev/null || true
+  fi
+}
+trap stop INT TERM EXIT
+
+for _ in $(seq 1 120); do
+  grep -q "acquired the leader lease" "${LOG}" 2>/dev/null && break
+  if ! kill -0 "${OPERATOR_PID}" 2>/dev/null; then
+    echo "the operator exited; last lines of ${LOG}:" >&2
+    tail -n 30 "${LOG}" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+grep -q "acquired the leader lease" "${LOG}" \
+  || { echo "the operator did not become active within 60s (another one holds the lease?)" >&2; exit 1; }
+
+echo ">>> applying examples/demo/"
+"${KC[@]}" apply -f examples/demo/01-tree.yaml >/dev/null
+"${KC[@]}" apply -f examples/demo/02-workloads.yaml >/dev/null
+# Wait until every demo quota reports its pods (polling, at most 60 s).
+for _ in $(seq 1 120); do
+  counts="$("${KC[@]}" get eq -A -o jsonpath='{range .items[*]}{.status.admittedPods}+{.status.pendingPods} {end}')"
+  [[ "${counts}" == *"6+0"* && "${counts}" == *"4+0"* && "${counts}" == *"4+1"* ]] && break
+  sleep 0.5
+done
+echo
+echo "\$ kubectl get coh,eq -A"
+"${KC[@]}" get coh,eq -A
+echo
+echo "\$ kubectl get events -n demo-ci --field-selector reason=Pending"
+"${KC[@]}" get events -n demo-ci --field-selector reason=Pending -o custom-columns=POD:.involvedObject.name,MESSAGE:.message | tail -n 1
+echo
+echo ">>> the operator runs in the foreground (log: ${LOG}); Ctrl-C stops it."
+echo ">>> try: kubectl get coh,eq -A; kubectl describe pod -n demo-ci; make cluster-down"
+wait "${OPERATOR_PID}"
