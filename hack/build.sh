@@ -33,9 +33,10 @@ export CGO_ENABLED=0
 TIMES_LOG="${QUOTREE_CACHE}/build-times.log"
 LDFLAGS_BASE="-s -w"
 
-record() { # record <what> <seconds>
+record() { # record <what> <seconds> <cache dir>...
   local what="$1" secs="$2" size
-  size="$(du -sh "${QUOTREE_CACHE}/${what}" 2>/dev/null | cut -f1 || echo '?')"
+  shift 2
+  size="$(du -shc "$@" 2>/dev/null | tail -1 | cut -f1 || echo '?')"
   printf '%s %s built in %ss (%s)\n' "$(date -u +%FT%TZ)" "${what}" "${secs}" "${size}" \
     | tee -a "${TIMES_LOG}" >&2
 }
@@ -78,7 +79,7 @@ EOF
   (cd "${src}" && go mod tidy && go build -trimpath -ldflags "${LDFLAGS_BASE}" -o etcd.out .)
   install_bin "${src}/etcd.out" etcd "${ETCD_VERSION}"
   "${bin}" --version | head -1 >&2
-  record "etcd-${ETCD_VERSION}" "$((SECONDS - start))"
+  record "etcd-${ETCD_VERSION}" "$((SECONDS - start))" "$(dirname "${bin}")"
 }
 
 # --- Kubernetes: wrapper module replacing the staging modules ---------------
@@ -138,7 +139,9 @@ EOF
   mkdir -p "${src}/out"
   (cd "${src}" && go build -trimpath -ldflags "${ldflags}" -o out/ "${pkgs[@]}")
   for c in "${missing[@]}"; do install_bin "${src}/out/${c}" "${c}" "${KUBE_VERSION}"; done
-  record "kubernetes-${KUBE_VERSION}(${missing[*]})" "$((SECONDS - start))"
+  local dirs=()
+  for c in "${missing[@]}"; do dirs+=("$(dirname "$(component_bin "${c}")")"); done
+  record "kubernetes-${KUBE_VERSION} (${missing[*]})" "$((SECONDS - start))" "${dirs[@]}"
 }
 
 # --- kwok: a plain module, go install works ---------------------------------
@@ -154,7 +157,7 @@ build_kwok() {
     -ldflags "${LDFLAGS_BASE} -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION}" \
     "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}")
   install_bin "${tmp}/kwok" kwok "${KWOK_VERSION}"
-  record "kwok-${KWOK_VERSION}" "$((SECONDS - start))"
+  record "kwok-${KWOK_VERSION}" "$((SECONDS - start))" "$(dirname "${bin}")"
 }
 
 total_start=${SECONDS}

@@ -1,0 +1,25 @@
+# Local control plane targets (included by the top-level Makefile).
+#   make cluster-build   build etcd, kube-apiserver, kube-controller-manager,
+#                        kube-scheduler, kubectl and kwok into ~/.cache/quotree (once)
+#   make cluster-up      build if needed, start on 127.0.0.1, wait until ready
+#   make cluster-down    stop every process cluster-up started
+#   make cluster-status  report processes, health, nodes
+#   make cluster-reset   stop, then delete etcd data and certificates
+# See docs/control-plane.md.
+
+.PHONY: cluster-build cluster-up cluster-down cluster-status cluster-reset
+
+cluster-build:
+	hack/build.sh
+
+cluster-up: $(STAMP)
+	hack/cluster.sh up
+
+cluster-down:
+	hack/cluster.sh down
+
+cluster-status:
+	hack/cluster.sh status
+
+cluster-reset:
+	hack/cluster.sh reset
