@@ -1,0 +1,237 @@
+"""Operator benchmark (a script, not a test): admissions per second against a ceiling.
+
+On the local control plane (KUBECONFIG of hack/cluster.sh): 100 ElasticQuotas under 10
+Cohorts, N gated pods (default 5,000) created as fast as the API server accepts them.
+
+1. ceiling: a plain asyncio client removes the gates of N pods as fast as it can (no
+   operator, no decisions);
+2. burst: the operator admits N pods created as fast as possible -> admissions/s;
+3. paced: pods arrive at half the ceiling rate -> p50/p99 from creation to gate removal
+   (measured by a watch on the pods);
+4. the operator's RSS after the burst, per 1,000 pods.
+
+    .venv/bin/python bench/bench_operator.py [--pods 5000] [--write]
+
+`--write` replaces the "Operator" section of bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import platform
+import ssl
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e import cluster  # noqa: E402
+from tests.e2e.operator_proc import start_operator  # noqa: E402
+
+GATE = "quotree.io/admission"
+NS_PREFIX = "bench-op"
+QUOTAS, COHORTS = 100, 10
+
+
+class Api:
+    """Just enough raw HTTP for the benchmark (client certificate from the kubeconfig)."""
+
+    def __init__(self, session: aiohttp.ClientSession, base: str) -> None:
+        self.session = session
+        self.base = base
+
+    async def call(self, method: str, path: str, body: Any = None, ctype: str = "") -> Any:
+        headers = {"Content-Type": ctype or "application/json"}
+        async with self.session.request(
+            method, self.base + path, data=json.dumps(body) if body is not None else None,
+            headers=headers,
+        ) as resp:  # fmt: skip
+            text = await resp.text()
+            if resp.status >= 300:
+                raise RuntimeError(f"{method} {path}: {resp.status} {text[:200]}")
+            return json.loads(text) if text else None
+
+
+def _session() -> aiohttp.ClientSession:
+    kubeconfig = yaml.safe_load(cluster.KUBECONFIG.read_text())
+    user = kubeconfig["users"][0]["user"]
+    ctx = ssl.create_default_context(cafile=str(cluster.CA_CERT))
+    cert_dir = cluster.RUN_DIR / "bench-client"
+    cert_dir.mkdir(exist_ok=True)
+    if "client-certificate-data" in user:
+        (cert_dir / "c.crt").write_bytes(base64.b64decode(user["client-certificate-data"]))
+        (cert_dir / "c.key").write_bytes(base64.b64decode(user["client-key-data"]))
+        ctx.load_cert_chain(str(cert_dir / "c.crt"), str(cert_dir / "c.key"))
+    else:
+        ctx.load_cert_chain(user["client-certificate"], user["client-key"])
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, limit=64))
+
+
+def _pod(ns: str, name: str, quota: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"quotree.io/quota-name": quota}},
+        "spec": {
+            "schedulingGates": [{"name": GATE}],
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1m"}}}],
+        },
+    }
+
+
+async def _create(api: Api, ns: str, n: int, rate: float | None) -> dict[str, float]:
+    created: dict[str, float] = {}
+    sem = asyncio.Semaphore(32)
+    start = time.monotonic()
+
+    async def one(i: int) -> None:
+        if rate:
+            await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+        name = f"p{i:05d}"
+        async with sem:
+            t = time.monotonic()
+            await api.call(
+                "POST", f"/api/v1/namespaces/{ns}/pods", _pod(ns, name, f"q{i % QUOTAS:03d}")
+            )
+            created[name] = t
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return created
+
+
+async def _watch_ungated(api: Api, ns: str, n: int, seen: dict[str, float]) -> None:
+    """Record when each pod is first seen without the gate (watch, not polling)."""
+    path = f"/api/v1/namespaces/{ns}/pods?watch=1&allowWatchBookmarks=false"
+    async with api.session.get(api.base + path, timeout=aiohttp.ClientTimeout(total=None)) as r:
+        async for line in r.content:
+            obj = json.loads(line)["object"]
+            gates = obj["spec"].get("schedulingGates") or []
+            name = obj["metadata"]["name"]
+            if name not in seen and not any(g["name"] == GATE for g in gates):
+                seen[name] = time.monotonic()
+                if len(seen) >= n:
+                    return
+
+
+async def _ceiling(api: Api, ns: str, n: int) -> float:
+    await _create(api, ns, n, None)
+    sem = asyncio.Semaphore(48)
+    ops = [{"op": "remove", "path": "/spec/schedulingGates/0"}]
+    start = time.monotonic()
+
+    async def one(i: int) -> None:
+        async with sem:
+            await api.call(
+                "PATCH", f"/api/v1/namespaces/{ns}/pods/p{i:05d}", ops,
+                "application/json-patch+json",
+            )  # fmt: skip
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return n / (time.monotonic() - start)
+
+
+def _tree(ns: str) -> str:
+    docs = [f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}"]
+    for c in range(COHORTS):
+        docs.append(
+            f"apiVersion: quotree.io/v1alpha1\nkind: Cohort\nmetadata: {{name: bench-c{c}}}\n"
+            f"spec: {{min: {{cpu: '10'}}}}"
+        )
+    for q in range(QUOTAS):
+        docs.append(
+            f"apiVersion: quotree.io/v1alpha1\nkind: ElasticQuota\n"
+            f"metadata: {{name: q{q:03d}, namespace: {ns}}}\n"
+            f"spec: {{parent: bench-c{q % COHORTS}, min: {{cpu: '1'}}}}"
+        )
+    return "\n---\n".join(docs)
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    n = args.pods
+    cluster.ensure_cluster()
+    cluster.kubectl("apply", "-f", str(ROOT / "crds"))
+    api_base = cluster.APISERVER_URL
+    results: dict[str, float] = {}
+    async with _session() as session:
+        api = Api(session, api_base)
+        ceil_ns = f"{NS_PREFIX}-ceiling"
+        cluster.kubectl("create", "namespace", ceil_ns)
+        results["ceiling"] = await _ceiling(api, ceil_ns, n)
+        cluster.kubectl("delete", "namespace", ceil_ns, "--wait=false")
+
+        op = start_operator({"QUOTREE_WEBHOOKS": "0"}, log_name="operator-bench")
+        try:
+            for phase, rate in (("burst", None), ("paced", results["ceiling"] / 2)):
+                ns = f"{NS_PREFIX}-{phase}"
+                cluster.kubectl("apply", "-f", "-", input=_tree(ns))
+                time.sleep(2)  # the status of 100 fresh quotas settles first
+                seen: dict[str, float] = {}
+                watcher = asyncio.create_task(_watch_ungated(api, ns, n, seen))
+                start = time.monotonic()
+                created = await _create(api, ns, n, rate)
+                await asyncio.wait_for(watcher, timeout=600)
+                elapsed = max(seen.values()) - start
+                lat = sorted(seen[p] - created[p] for p in created)
+                results[f"{phase}_rate"] = n / elapsed
+                results[f"{phase}_p50"] = lat[len(lat) // 2]
+                results[f"{phase}_p99"] = lat[int(len(lat) * 0.99) - 1]
+                if phase == "burst":
+                    results["rss_mb"] = _rss_mb(op.proc.pid)
+                cluster.kubectl("delete", "namespace", ns, "--wait=false")
+        finally:
+            op.stop()
+            for c in range(COHORTS):
+                cluster.kubectl("delete", "cohort", f"bench-c{c}", "--wait=false", check=False)
+    report(results, n, args.write)
+
+
+def report(r: dict[str, float], n: int, write: bool) -> None:
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    date = datetime.now(UTC).strftime("%Y-%m-%d")
+    text = (
+        f"## Operator\n\n{date}, {machine}, local control plane (kwok), "
+        f"{QUOTAS} quotas under {COHORTS} Cohorts, {n} gated pods.\n\n"
+        f"| figure | value | target |\n| --- | --- | --- |\n"
+        f"| ceiling (plain client removing gates) | {r['ceiling']:.0f} pods/s | |\n"
+        f"| operator admissions, burst | {r['burst_rate']:.0f} pods/s "
+        f"({100 * r['burst_rate'] / r['ceiling']:.0f}% of ceiling) | >= 70% |\n"
+        f"| creation -> gate removal at half the ceiling rate | p50 {r['paced_p50']:.2f} s, "
+        f"p99 {r['paced_p99']:.2f} s | p99 < 2 s |\n"
+        f"| operator RSS after the burst | {r['rss_mb']:.0f} MiB "
+        f"({1000 * r['rss_mb'] / n:.0f} MiB per 1,000 pods, incl. the interpreter) | |\n"
+    )
+    print(text)
+    if write:
+        path = ROOT / "bench" / "RESULTS.md"
+        old = path.read_text() if path.exists() else "# Benchmark results\n"
+        start = old.find("## Operator")
+        if start >= 0:
+            end = old.find("\n## ", start + 1)
+            old = old[:start] + old[end + 1 :] if end >= 0 else old[:start]
+        path.write_text(old.rstrip() + "\n\n" + text)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
