@@ -256,6 +256,13 @@ cmd_up() {
     --tls-cert-file="${PKI_DIR}/apiserver.crt" \
     --tls-private-key-file="${PKI_DIR}/apiserver.key" \
     --client-ca-file="${PKI_DIR}/ca.crt" \
+    --requestheader-client-ca-file="${PKI_DIR}/ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="${PKI_DIR}/front-proxy-client.crt" \
+    --proxy-client-key-file="${PKI_DIR}/front-proxy-client.key" \
     --authorization-mode=Node,RBAC \
     --service-cluster-ip-range=10.0.0.0/24 \
     --allow-privileged=true \

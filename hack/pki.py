@@ -8,6 +8,7 @@ Writes into PKI_DIR (default ~/.cache/quotree/run/pki):
 - controller-manager.crt/.key  client cert CN=system:kube-controller-manager
 - scheduler.crt / .key         client cert CN=system:kube-scheduler
 - kwok.crt / .key              client cert CN=kwok, O=system:masters
+- front-proxy-client.crt/.key  the apiserver's proxy client cert (requestheader authentication)
 - sa.key / sa.pub              service-account token signing keypair
 - webhook.crt / .key           serving cert for webhooks on 127.0.0.1 / localhost
 
@@ -57,6 +58,9 @@ CLIENTS: dict[str, tuple[str, list[str]]] = {
     "controller-manager": ("system:kube-controller-manager", []),
     "scheduler": ("system:kube-scheduler", []),
     "kwok": ("kwok", ["system:masters"]),
+    # The apiserver's client cert towards aggregated API servers / webhooks-by-proxy;
+    # also what --requestheader-allowed-names names.
+    "front-proxy-client": ("front-proxy-client", []),
 }
 KUBECONFIGS = {
     "admin": "kubeconfig",
