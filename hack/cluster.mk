@@ -23,3 +23,8 @@ cluster-status:
 
 cluster-reset:
 	hack/cluster.sh reset
+
+# The e2e tests need the binaries: build them (a no-op once cached, ~10 min on a fresh
+# machine) before pytest starts, so the build shows in the output and no per-test timeout
+# can cut it short. The e2e fixture would build them too, just less visibly.
+test e2e: cluster-build
