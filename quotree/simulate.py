@@ -26,6 +26,10 @@ __all__ = ["Simulation", "SimulationError", "load_documents", "render_table", "s
 API_VERSION = f"{GROUP}/{VERSION}"
 
 
+# libyaml's loader when PyYAML has it: ten times faster on a 100k-pod burst.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class SimulationError(Exception):
     """Bad input: one line that names the object and the problem."""
 
@@ -47,7 +51,7 @@ def load_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, Mapping[s
         except OSError as exc:
             raise SimulationError(f"{path}: cannot read: {exc.strerror or exc}") from None
         try:
-            documents = list(yaml.safe_load_all(text))
+            documents = list(yaml.load_all(text, Loader=_LOADER))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark is not None else ""

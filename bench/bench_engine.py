@@ -1,0 +1,256 @@
+"""Engine benchmark (issue: the quota engine): full runtime, one pod arriving or leaving, simulate.
+
+Trees of N ElasticQuotas, 1 Cohort per 10 quotas over 3 levels (N/100 top Cohorts, each
+with 10 Cohorts of 10 quotas), 4 resources, 10 pods per quota. Two regimes:
+
+- roomy: the cluster holds twice the sum of the mins; demand fits everywhere (no contention);
+- contended: the cluster holds exactly the sum of the mins and every quota asks 1.5x its
+  min, so every parent water-fills among all its children.
+
+Figures:
+  (a) one full runtime computation (tree.recompute) with all pods in;
+  (b) one pod leaving or arriving, incremental: engine.forget_pod / observe_pod + decide();
+      median and p99 over many random events; the ratio 100k/1k;
+      baseline in the same run: the full recomputation the incremental path replaces;
+  (c) `quotree simulate` of a burst of 10 pods per quota for a tree of 10k quotas (100k pods),
+      in process and through the CLI on a generated file.
+
+Run: .venv/bin/python bench/bench_engine.py [--sizes 1000,10000,100000] [--events 2000]
+Prints a Markdown section for bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from quotree.engine import Engine
+from quotree.models import NodeConfig, PodFacts
+from quotree.simulate import simulate
+
+GI = 1 << 30
+RESOURCES = {"cpu": 4000, "memory": 16 * GI, "nvidia.com/gpu": 2, "ephemeral-storage": 100 * GI}
+PODS_PER_QUOTA = 10
+
+
+def build_configs(n: int) -> list[NodeConfig]:
+    configs = []
+    tops = max(n // 100, 1)
+    for t in range(tops):
+        mids = [f"mid-{t}-{m}" for m in range(10)]
+        for m, mid in enumerate(mids):
+            for q in range(n // (tops * 10)):
+                mins = dict(RESOURCES)
+                configs.append(
+                    NodeConfig(
+                        kind="ElasticQuota",
+                        name=f"q-{t}-{m}-{q}",
+                        namespace=f"ns-{t}-{m}-{q}",
+                        parent=mid,
+                        min=mins,
+                        max={r: 2 * v for r, v in mins.items()},
+                    )
+                )
+        per_mid = n // (tops * 10)
+        for mid in mids:
+            configs.append(
+                NodeConfig(
+                    kind="Cohort",
+                    name=mid,
+                    parent=f"top-{t}",
+                    min={r: v * per_mid for r, v in RESOURCES.items()},
+                )
+            )
+        configs.append(
+            NodeConfig(
+                kind="Cohort",
+                name=f"top-{t}",
+                min={r: v * per_mid * 10 for r, v in RESOURCES.items()},
+            )
+        )
+    return configs
+
+
+def pod_request(contended: bool) -> dict[str, int]:
+    factor = 0.15 if contended else 0.08  # x10 pods: 1.5x min, or 0.8x min
+    request = {r: max(int(v * factor), 1) for r, v in RESOURCES.items()}
+    request["nvidia.com/gpu"] = 1 if contended else 0
+    return {r: v for r, v in request.items() if v}
+
+
+def build_engine(n: int, contended: bool) -> tuple[Engine, list[PodFacts]]:
+    engine = Engine(reclaim_delay=30.0)
+    configs = build_configs(n)
+    for config in configs:
+        engine.set_config(config)
+    total_min = {r: v * n for r, v in RESOURCES.items()}
+    capacity = total_min if contended else {r: 2 * v for r, v in total_min.items()}
+    engine.set_cluster_node("pool", capacity)
+    engine.tree.settle()
+    pods = []
+    request = pod_request(contended)
+    clock = 0.0
+    for config in configs:
+        if config.kind != "ElasticQuota":
+            continue
+        for i in range(PODS_PER_QUOTA):
+            clock += 1.0
+            facts = PodFacts(
+                namespace=config.namespace or "",
+                name=f"p{i}",
+                request=dict(request),
+                created=clock,
+                gated=True,
+            )
+            pods.append(facts)
+            engine.observe_pod(facts)
+    engine.decide(0.0)
+    return engine, pods
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def bench_size(n: int, contended: bool, events: int, rnd: random.Random) -> dict[str, float]:
+    start = time.perf_counter()
+    engine, pods = build_engine(n, contended)
+    build = time.perf_counter() - start
+    full = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        engine.tree.recompute()
+        engine.tree.settle()
+        full.append(time.perf_counter() - t0)
+    engine.decide(1.0)
+    costs = []
+    for k in range(events):
+        facts = rnd.choice(pods)
+        t0 = time.perf_counter()
+        if facts.key in engine.pods:
+            engine.forget_pod(facts.key)
+        else:
+            engine.observe_pod(facts)
+        engine.decide(2.0 + k)
+        costs.append(time.perf_counter() - t0)
+    return {
+        "build_s": build,
+        "full_s": min(full),
+        "event_p50_ms": statistics.median(costs) * 1e3,
+        "event_p99_ms": percentile(costs, 0.99) * 1e3,
+    }
+
+
+def write_burst(n: int, path: Path) -> int:
+    """YAML for `quotree simulate`: the tree, one node pool, and 10 gated-to-be pods per quota."""
+    lines = []
+    total = {r: v * n for r, v in RESOURCES.items()}
+    alloc = ", ".join(f'{r}: "{v}"' for r, v in total.items() if r != "cpu")
+    lines.append(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: pool}\n"
+        f'status: {{allocatable: {{cpu: "{total["cpu"]}m", {alloc}}}}}\n'
+    )
+
+    def res(amounts: dict[str, int]) -> str:
+        return ", ".join(
+            f'{r}: "{v}m"' if r == "cpu" else f'{r}: "{v}"' for r, v in amounts.items()
+        )
+
+    count = 0
+    configs = build_configs(n)
+    for config in configs:
+        meta = f"name: {config.name}"
+        if config.namespace:
+            meta += f", namespace: {config.namespace}"
+        parent = f"parent: {config.parent}, " if config.parent else ""
+        maxes = f", max: {{{res(dict(config.max))}}}" if config.max else ""
+        lines.append(
+            f"apiVersion: quotree.io/v1alpha1\nkind: {config.kind}\nmetadata: {{{meta}}}\n"
+            f"spec: {{{parent}min: {{{res(dict(config.min))}}}{maxes}}}\n"
+        )
+    request = res(pod_request(contended=True))
+    for config in configs:
+        if config.kind != "ElasticQuota":
+            continue
+        for i in range(PODS_PER_QUOTA):
+            count += 1
+            lines.append(
+                "apiVersion: v1\nkind: Pod\n"
+                f"metadata: {{name: p{i}, namespace: {config.namespace}}}\n"
+                f"spec: {{containers: [{{name: c, resources: {{requests: {{{request}}}}}}}]}}\n"
+            )
+    path.write_text("---\n".join(lines))
+    return count
+
+
+def bench_simulate(n: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "burst.yaml"
+        pods = write_burst(n, path)
+        t0 = time.perf_counter()
+        result = simulate([path])
+        in_process = time.perf_counter() - t0
+        admitted = sum(1 for r in result.engine.pods.values() if r.state == "admitted")
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "quotree.cli", "simulate", str(path), "-o", "json"],
+            capture_output=True,
+            check=True,
+        )
+        cli = time.perf_counter() - t0
+        del proc
+    return {"pods": pods, "admitted": admitted, "in_process_s": in_process, "cli_s": cli}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--burst", type=int, default=10000, help="quotas in the simulate burst")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rnd = random.Random(7)
+    print(
+        f"## Engine ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
+        f"{platform.python_implementation()} {platform.python_version()})\n"
+    )
+    for regime, contended in (("roomy", False), ("contended", True)):
+        rows = {n: bench_size(n, contended, args.events, rnd) for n in sizes}
+        print(f"### {regime}\n")
+        print(
+            "| quotas | build s | (a) full runtime s | (b) event p50 ms | (b) event p99 ms "
+            "| full / event p50 |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
+        for n, row in rows.items():
+            ratio = row["full_s"] * 1e3 / row["event_p50_ms"]
+            print(
+                f"| {n} | {row['build_s']:.2f} | {row['full_s']:.3f} | "
+                f"{row['event_p50_ms']:.3f} | {row['event_p99_ms']:.3f} | {ratio:.0f}x |"
+            )
+        first, last = rows[sizes[0]], rows[sizes[-1]]
+        print(
+            f"\nevent p50 ratio {sizes[-1]}/{sizes[0]}: "
+            f"{last['event_p50_ms'] / first['event_p50_ms']:.2f}; "
+            f"p99 ratio: {last['event_p99_ms'] / first['event_p99_ms']:.2f}\n"
+        )
+        sys.stdout.flush()
+    sim = bench_simulate(args.burst)
+    print(
+        f"### (c) simulate burst\n\n{args.burst} quotas, {sim['pods']} pods "
+        f"({sim['admitted']} admitted): in process {sim['in_process_s']:.1f} s, "
+        f"CLI with YAML parsing and JSON output {sim['cli_s']:.1f} s\n"
+    )
+
+
+if __name__ == "__main__":
+    main()
