@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint typecheck unit e2e test run simulate-demo bench clean
+.PHONY: venv lint typecheck unit e2e test run simulate-demo bench bench-engine bench-operator bench-webhooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -37,11 +37,26 @@ e2e: $(STAMP)
 test: lint typecheck
 	$(BIN)/pytest -q tests
 
+# quotree on the local control plane: builds/starts it unless KUBECONFIG is set, installs
+# the CRDs, starts the operator (with its webhooks), applies examples/demo/. See README.
+run: $(STAMP)
+	hack/run.sh
+
+# The engine alone, no cluster: what quotree decides for one of the examples.
 simulate-demo: $(STAMP)
 	$(BIN)/quotree simulate examples/koordinator-runtime.yaml -o table
 
-bench: $(STAMP)
+# Benchmarks (never part of `make test`); each prints figures for bench/RESULTS.md.
+bench: bench-engine bench-operator bench-webhooks
+
+bench-engine: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
+
+bench-operator: $(STAMP)
+	$(BIN)/python bench/bench_operator.py --write
+
+bench-webhooks: $(STAMP)
+	$(BIN)/python bench/bench_webhooks.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
