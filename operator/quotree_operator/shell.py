@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from quotree_operator.client import Kube, KubeError
-from quotree_operator.config import OperatorConfig
-from quotree_operator.status import Desired, desired, status_patch
-
 from quotree.engine import Decisions, Engine, Eviction
 from quotree.models import ADMISSION_GATE, ConfigError, parse_node, pod_facts
 from quotree.quantity import QuantityError, parse_quantity
+from quotree_operator.client import Kube, KubeError
+from quotree_operator.config import OperatorConfig
+from quotree_operator.status import Desired, desired, status_patch
 
 __all__ = ["Shell", "node_allocatable"]
 

@@ -7,21 +7,23 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 from tests.e2e import cluster
 
 GATE = "quotree.io/admission"
 LOW, HIGH = "quotree-e2e-low", "quotree-e2e-high"
 
 
+def _as_list(docs: tuple[Mapping[str, Any], ...]) -> str:
+    # JSON, not YAML: PyYAML writes a name like `y` unquoted, and kubectl reads it as a bool.
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [dict(d) for d in docs]})
+
+
 def apply(*docs: Mapping[str, Any]) -> None:
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([dict(d) for d in docs]))
+    cluster.kubectl("apply", "-f", "-", input=_as_list(docs))
 
 
 def create(*docs: Mapping[str, Any]) -> None:
-    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": [dict(d) for d in docs]})
-    cluster.kubectl("create", "-f", "-", input=text, timeout=300)
+    cluster.kubectl("create", "-f", "-", input=_as_list(docs), timeout=300)
 
 
 def suffix() -> str:

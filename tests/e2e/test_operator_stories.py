@@ -164,11 +164,15 @@ def test_koordinator_runtime_example(
     cluster: ModuleType, operator: OperatorProcess, objects: Callable[..., str]
 ) -> None:
     # semantics.md example 1 in millicores: total 100m, runtimes 5m / 20m / 35m / 40m.
+    # The quotas and their pods come first, under a Cohort that does not exist yet (so the
+    # pods wait); creating the Cohort then activates all four at once. Were the pods to
+    # arrive one by one into live quotas, c's 40m pod would fit before d's request is seen
+    # and be reclaimed only after the delay: a different (also correct) history.
     s = k.suffix()
     top = f"koord-{s}"
     rows = {"a": ("10m", "5m", "40"), "b": ("15m", "20m", "60"), "c": ("20m", "40m", "50")}
     rows["d"] = ("15m", "70m", "80")
-    docs: list[dict[str, Any]] = [k.cohort(top, min={"cpu": "100m"}, max={"cpu": "100m"})]
+    docs: list[dict[str, Any]] = []
     for name, (low, request, weight) in rows.items():
         ns = f"koord-{name}-{s}"
         docs += [
@@ -184,23 +188,69 @@ def test_koordinator_runtime_example(
             k.pod("job", ns, {"cpu": request}),
         ]
     objects(*docs)
+    for name in rows:
+        wait(
+            cluster,
+            operator,
+            f"koord-{name}'s pod waiting for the missing Cohort",
+            lambda name=name: [
+                e
+                for e in k.events(f"koord-{name}-{s}", "Pending")
+                if f"{top} does not exist" in e["message"]
+            ],
+        )
+    objects(k.cohort(top, min={"cpu": "100m"}, max={"cpu": "100m"}))
     expected = {"a": "5m", "b": "20m", "c": "35m", "d": "40m"}
 
-    def runtimes() -> dict[str, str]:
-        out = {}
+    def runtimes() -> tuple[dict[str, str], dict[str, str]]:
+        """Runtimes in status and in the annotation (two writes: they may differ briefly)."""
+        shown, annotated = {}, {}
         for name in rows:
             st = k.status("eq", f"koord-{name}", f"koord-{name}-{s}")
-            out[name] = (st.get("runtime") or {}).get("cpu", "")
+            shown[name] = (st.get("runtime") or {}).get("cpu", "")
             annotation = json.loads(st["_annotations"].get("quotree.io/runtime", "{}"))
-            assert annotation == (st.get("runtime") or {})
-        return out
+            annotated[name] = annotation.get("cpu", "")
+        return shown, annotated
 
-    wait(cluster, operator, f"runtimes {expected}", lambda: runtimes() == expected)
+    wait(
+        cluster,
+        operator,
+        f"runtimes {expected} in status and annotations",
+        lambda: runtimes() == (expected, expected),
+    )
     st = k.status("coh", top)
     assert st["runtime"] == {"cpu": "100m"}
     assert st["request"] == {"cpu": "100m"}
-    summary = k.status("eq", "koord-c", f"koord-c-{s}")["summary"]
-    assert summary == "cpu 0/35m/20m/100m"
+    # a and b fit their runtimes; c (40m > 35m) and d (70m > 40m) wait, with the numbers.
+    summaries = {"a": "cpu 5m/5m/10m/100m", "b": "cpu 20m/20m/15m/100m"}
+    summaries |= {"c": "cpu 0/35m/20m/100m", "d": "cpu 0/40m/15m/100m"}
+    wait(
+        cluster,
+        operator,
+        f"summaries {summaries}",
+        lambda: (
+            {
+                name: k.status("eq", f"koord-{name}", f"koord-{name}-{s}").get("summary")
+                for name in rows
+            }
+            == summaries
+        ),
+    )
+    for name, admitted in (("a", 1), ("b", 1), ("c", 0), ("d", 0)):
+        assert len(k.admitted_pods(f"koord-{name}-{s}")) == admitted, name
+    wait(
+        cluster,
+        operator,
+        "c's pod told why it waits",
+        lambda: [
+            e
+            for e in k.events(f"koord-c-{s}", "Pending")
+            if "used 0 + request 40m > runtime 35m" in e["message"]
+        ],
+    )
+    # Nothing was admitted early and reclaimed: c and d never ran.
+    assert not k.events(f"koord-c-{s}", "Reclaimed")
+    assert not k.events(f"koord-d-{s}", "Admitted")
 
 
 def test_kueue_hierarchical_cohort_with_borrowing_limit_zero(

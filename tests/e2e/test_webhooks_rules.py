@@ -169,7 +169,7 @@ def _chain(suffix: str) -> str:
 
 
 @pytest.mark.parametrize(("name", "before", "expected"), RULE_CASES, ids=[c[0] for c in RULE_CASES])
-def test_rule_denied_then_fixed_file_applies(  # noqa: PLR0917 (pytest fixtures)
+def test_rule_denied_then_fixed_file_applies(
     operator: OperatorProcess,
     namespace: str,
     suffix: str,
@@ -221,7 +221,7 @@ BAD_SPECS = [
 
 
 @pytest.mark.parametrize(("spec", "expected"), BAD_SPECS, ids=[s for s, _ in BAD_SPECS])
-def test_bad_input_refused_with_the_field(  # noqa: PLR0917 (pytest fixtures)
+def test_bad_input_refused_with_the_field(
     operator: OperatorProcess, namespace: str, suffix: str, tmp_path: Path, spec: str, expected: str
 ) -> None:
     text = render("bad-input.yaml", namespace, suffix, fixed=False).replace("SPEC", spec)
@@ -511,7 +511,7 @@ def test_hypothesis_bodies_get_well_formed_answers(operator: OperatorProcess) ->
         spec=st.one_of(_spec, st.none(), st.text(max_size=5), st.integers()),
         metadata_junk=st.booleans(),
     )
-    def check(  # noqa: PLR0917 (hypothesis arguments)
+    def check(
         kind: str, operation: str, name: Any, namespace: Any, spec: Any, metadata_junk: bool
     ) -> None:
         metadata: Any = {"name": name, "namespace": namespace} if not metadata_junk else "junk"
