@@ -3,6 +3,7 @@
 # kube-scheduler and kwok (fake nodes), as processes on 127.0.0.1.
 #
 #   hack/cluster.sh up       build if needed, start, wait until ready (no-op if running)
+#   hack/cluster.sh up --fresh   same, but a start (not a no-op) begins with empty etcd data
 #   hack/cluster.sh down     stop every process `up` started, by pid
 #   hack/cluster.sh status   report processes, health and nodes; exit 0 only if all is up
 #   hack/cluster.sh reset    down, then delete etcd data and certificates
@@ -223,6 +224,11 @@ cmd_up() {
     log "${n}/${#PROCESSES[@]} processes running from an earlier start; stopping them first"
     cmd_down
   fi
+  if [[ "${1:-}" == "--fresh" ]]; then
+    log "--fresh: starting with empty etcd data"
+    rm -rf "${DATA_DIR}"
+    mkdir -p "${DATA_DIR}"
+  fi
   local port
   for port in $(all_ports); do
     if listening "${port}"; then
@@ -396,13 +402,13 @@ cmd_env() {
 }
 
 case "${1:-}" in
-  up) cmd_up ;;
+  up) cmd_up "${2:-}" ;;
   down) cmd_down ;;
   status) cmd_status ;;
   reset) cmd_reset ;;
   env) cmd_env ;;
   *)
-    echo "usage: $0 up|down|status|reset|env" >&2
+    echo "usage: $0 up [--fresh]|down|status|reset|env" >&2
     exit 2
     ;;
 esac

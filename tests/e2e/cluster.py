@@ -10,7 +10,8 @@ API (keep it small, other tests import it):
   ``KUBECTL`` (our own kubectl of ``KUBE_VERSION``), ``RUN_DIR``, ``PKI_DIR``;
 - settings: ``KUBE_VERSION``, ``APISERVER_URL``, ``PORTS``, ``NODES`` and ``NODE_*`` (capacity of
   each fake node);
-- ``ensure_cluster()``: start the control plane unless it is running; True if it started it;
+- ``ensure_cluster()``: start the control plane (with empty etcd data) unless it is running;
+  True if it started it;
 - ``is_running()``, ``cluster_up()``, ``cluster_down()``;
 - ``kubectl(*args, input=None, check=True)``: run our kubectl against the cluster;
 - ``kubectl_json(*args)``: same, with ``-o json``, parsed;
@@ -164,10 +165,10 @@ def wait_until(
 
 
 def _cluster_sh(
-    command: str, capture: bool = False, timeout: float = 600
+    *command: str, capture: bool = False, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(CLUSTER_SH), command],
+        ["bash", str(CLUSTER_SH), *command],
         capture_output=capture,
         text=True,
         timeout=timeout,
@@ -181,9 +182,13 @@ def is_running() -> bool:
     return _cluster_sh("status", capture=True, timeout=60).returncode == 0
 
 
-def cluster_up() -> None:
-    """``hack/cluster.sh up``: build if needed, start, wait for readiness (no-op if running)."""
-    proc = _cluster_sh("up", timeout=BUILD_AND_START_TIMEOUT)
+def cluster_up(fresh: bool = False) -> None:
+    """``hack/cluster.sh up``: build if needed, start, wait for readiness (no-op if running).
+
+    ``fresh=True``: if it has to start the control plane, it starts with empty etcd data.
+    """
+    args = ("up", "--fresh") if fresh else ("up",)
+    proc = _cluster_sh(*args, timeout=BUILD_AND_START_TIMEOUT)
     if proc.returncode != 0:
         raise RuntimeError(f"hack/cluster.sh up failed (exit {proc.returncode})\n{log_tails()}")
 
@@ -195,11 +200,16 @@ def cluster_down() -> None:
         raise RuntimeError(f"hack/cluster.sh down failed (exit {proc.returncode})")
 
 
-def ensure_cluster() -> bool:
-    """Start the control plane unless it is already running; return True if it started it."""
+def ensure_cluster(fresh: bool = True) -> bool:
+    """Start the control plane unless it is already running; return True if it started it.
+
+    A running control plane is reused as it is. One that has to be started begins with empty
+    etcd data (``fresh=True``), so leftovers of earlier sessions cannot leak into this one;
+    certificates are kept.
+    """
     if is_running():
         return False
-    cluster_up()
+    cluster_up(fresh=fresh)
     return True
 
 

@@ -2,11 +2,13 @@
 
 - Every test under tests/e2e is marked ``e2e``.
 - ``cluster`` (session): starts the control plane unless it runs (building it on a fresh
-  machine), applies every YAML in ``crds/`` and waits for the CRDs to be Established, sets
+  machine; a start begins with empty etcd data, a running one is reused as it is), applies every YAML in ``crds/`` and waits for the CRDs to be Established, sets
   ``KUBECONFIG`` in ``os.environ``; yields the ``tests.e2e.cluster`` module. If this session
   started the control plane, it stops it at the end, unless ``QUOTREE_KEEP_CLUSTER=1``.
 - ``namespace`` (function): a fresh namespace (its default ServiceAccount exists), deleted
   afterwards without waiting; yields its name.
+- every e2e module (autouse): starts without quotree webhook configurations and deletes,
+  when it ends, those configurations and the Cohorts it created.
 - Tests marked ``cluster_restart`` (they stop and start the control plane) run after all
   other tests of the session.
 - A failing e2e test's report shows the tail of each component's log.
@@ -99,6 +101,39 @@ def cluster() -> Iterator[ModuleType]:
             os.environ["KUBECONFIG"] = previous
         if started and os.environ.get("QUOTREE_KEEP_CLUSTER") != "1":
             cluster_mod.cluster_down()
+
+
+WEBHOOK_CONFIGURATION = "quotree.io"
+
+
+def _delete_webhook_configurations() -> None:
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        cluster_mod.kubectl(
+            "delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found", check=False
+        )
+
+
+def _cohorts() -> set[str]:
+    out = cluster_mod.kubectl("get", "cohorts.quotree.io", "-o", "name", check=False)
+    return set(out.stdout.split()) if out.returncode == 0 else set()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_hygiene(cluster: ModuleType) -> Iterator[None]:
+    """Modules share one cluster: each starts clean and leaves nothing that acts or holds.
+
+    Before: no quotree webhook configurations (one left by a crashed run points at a dead
+    server and refuses every pod). After the module (its operators are stopped by then,
+    autouse fixtures are torn down last): the webhook configurations and the Cohorts the
+    module created are deleted (namespaces go with the tests that made them).
+    """
+    _delete_webhook_configurations()
+    before = _cohorts()
+    yield
+    _delete_webhook_configurations()
+    made = sorted(_cohorts() - before)
+    if made:
+        cluster_mod.kubectl("delete", *made, "--wait=false", "--ignore-not-found", check=False)
 
 
 @pytest.fixture
