@@ -52,6 +52,8 @@ class TreeNode:
         "config",
         "demand",
         "depth",
+        "dist_scale",
+        "dist_total",
         "fast",
         "floor",
         "guarantee",
@@ -88,6 +90,9 @@ class TreeNode:
         self.sum_min: dict[str, int] = {}
         self.sum_target: dict[str, int] = {}
         self.fast: dict[str, bool] = {}
+        # What the last distribution among the children started from (total, scale total).
+        self.dist_total: dict[str, int] = {}
+        self.dist_scale: dict[str, int] = {}
 
     @property
     def is_leaf(self) -> bool:
@@ -108,7 +113,8 @@ class TreeNode:
         return f"TreeNode({self.name!r})"
 
 
-_Dirty = dict[TreeNode, set[TreeNode] | None]  # parent -> children to redo (None: all)
+# parent -> {child whose demand changed: its demand at the last distribution} (None: redo all)
+_Dirty = dict[TreeNode, dict[TreeNode, int] | None]
 
 
 def _add_into(totals: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
@@ -449,15 +455,18 @@ class QuotaTree:
                 self._settle_resource(resource, dirty)
         self._dirty = {}
 
-    def _mark(self, parent: TreeNode, resource: str, child: TreeNode | None) -> None:
+    def _mark(
+        self, parent: TreeNode, resource: str, child: TreeNode | None, old_demand: int = 0
+    ) -> None:
         """Note that `parent` must redo its children's runtimes (child None: T changed only)."""
         dirty = self._dirty.setdefault(resource, {})
-        if parent in dirty:
-            hints = dirty[parent]
-            if hints is not None and child is not None:
-                hints.add(child)
-        else:
-            dirty[parent] = {child} if child is not None else set()
+        hints = dirty.get(parent)
+        if hints is None:
+            if parent in dirty:
+                return  # already redoing all
+            hints = dirty[parent] = {}
+        if child is not None:
+            hints.setdefault(child, old_demand)
 
     def _root_total_changed(self, resources: Iterable[str]) -> None:
         if self._stale:
@@ -481,7 +490,7 @@ class QuotaTree:
             parent = node.parent
             assert parent is not None
             parent.sum_target[resource] += node.target(resource) - old_target
-            self._mark(parent, resource, node)
+            self._mark(parent, resource, node, old)
             if parent is self.root:
                 return
             parent.raw[resource] += new - old
@@ -500,11 +509,11 @@ class QuotaTree:
                 if child.is_leaf:
                     self.changed_leaves.add(child.name)
                 elif resource in child.kids and child not in dirty:
-                    dirty[child] = set()
+                    dirty[child] = {}
                     heapq.heappush(heap, (child.depth, next(counter), child))
 
     def _distribute(
-        self, parent: TreeNode, resource: str, hints: set[TreeNode] | None
+        self, parent: TreeNode, resource: str, hints: dict[TreeNode, int] | None
     ) -> list[TreeNode]:
         """Share the parent's runtime among its children; returns the children that changed.
 
@@ -517,8 +526,28 @@ class QuotaTree:
         scale_total = total if parent is self.root else max(total, parent.guarantee[resource])
         fast = sum_min <= scale_total and parent.sum_target[resource] <= total
         was_fast = parent.fast.get(resource, False)
+        same_start = (
+            parent.dist_total.get(resource) == total
+            and parent.dist_scale.get(resource) == scale_total
+        )
         parent.fast[resource] = fast
+        parent.dist_total[resource] = total
+        parent.dist_scale[resource] = scale_total
         changed: list[TreeNode] = []
+        # A saturated parent, same total: when every changed child was short of its demand
+        # and still is (new demand above its old runtime), every water-filling round
+        # compares the same way and nobody's share moves.
+        if (
+            not fast
+            and not was_fast
+            and same_start
+            and hints is not None
+            and all(
+                old > child.runtime[resource] and child.demand[resource] > child.runtime[resource]
+                for child, old in hints.items()
+            )
+        ):
+            return changed
         if fast and was_fast and hints is not None:
             for child in hints:
                 runtime = child.target(resource)
