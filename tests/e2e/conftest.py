@@ -2,7 +2,8 @@
 
 - Every test under tests/e2e is marked ``e2e``.
 - ``cluster`` (session): starts the control plane unless it runs (building it on a fresh
-  machine; a start begins with empty etcd data, a running one is reused as it is), applies every YAML in ``crds/`` and waits for the CRDs to be Established, sets
+  machine; a start begins with empty etcd data, a running one is reused as it is), applies
+  every YAML in ``crds/`` and waits for the CRDs to be Established, sets
   ``KUBECONFIG`` in ``os.environ``; yields the ``tests.e2e.cluster`` module. If this session
   started the control plane, it stops it at the end, unless ``QUOTREE_KEEP_CLUSTER=1``.
 - ``namespace`` (function): a fresh namespace (its default ServiceAccount exists), deleted

@@ -66,4 +66,14 @@ def test_resource_lists_are_quantities_with_cel_rules() -> None:
         value = spec["properties"][name]["additionalProperties"]
         assert value["x-kubernetes-int-or-string"] is True
         assert "compareTo" in value["x-kubernetes-validations"][0]["rule"]
-    assert "min must not be above max" in spec["x-kubernetes-validations"][0]["message"]
+    (min_max,) = spec["x-kubernetes-validations"]
+    assert "min must not be above max" in min_max["message"]
+    # kubectl users read this before any webhook runs: resource and amounts, compared as
+    # quantities (the CEL quantity library), e.g. "min cpu 8 is above max 4".
+    assert "quantity(string(self.min[r])).compareTo(quantity(string(self.max[r])))" in (
+        min_max["rule"]
+    )
+    assert min_max["messageExpression"].endswith(
+        ".map(k, 'min ' + k + ' ' + string(self.min[k]) + ' is above max ' + "
+        "string(self.max[k]))[0]"
+    )
