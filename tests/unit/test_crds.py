@@ -70,8 +70,9 @@ def test_resource_lists_are_quantities_with_cel_rules() -> None:
     assert "min must not be above max" in min_max["message"]
     # kubectl users read this before any webhook runs: resource and amounts, compared as
     # quantities (the CEL quantity library), e.g. "min cpu 8 is above max 4".
-    assert "quantity(string(self.min[r])).compareTo(quantity(string(self.max[r])))" in (
-        min_max["rule"]
+    assert (
+        "quantity(string(self.min[r])).compareTo(quantity(string(self.max[r])))"
+        in (min_max["rule"])
     )
     assert min_max["messageExpression"].endswith(
         ".map(k, 'min ' + k + ' ' + string(self.min[k]) + ' is above max ' + "
