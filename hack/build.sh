@@ -78,7 +78,7 @@ func main() { etcdmain.Main(os.Args) }
 EOF
   (cd "${src}" && go mod tidy && go build -trimpath -ldflags "${LDFLAGS_BASE}" -o etcd.out .)
   install_bin "${src}/etcd.out" etcd "${ETCD_VERSION}"
-  "${bin}" --version | head -1 >&2
+  "${bin}" --version | sed -n 1p >&2 # sed reads all: no SIGPIPE under pipefail
   record "etcd-${ETCD_VERSION}" "$((SECONDS - start))" "$(dirname "${bin}")"
 }
 
@@ -103,6 +103,12 @@ build_kube() {
   gomod="$(cd "${src}" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" \
     | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
   [[ -f "${gomod}" ]] || die "could not download k8s.io/kubernetes@${KUBE_VERSION}'s go.mod"
+  local need have
+  need="$(awk '$1 == "go" {print $2; exit}' "${gomod}")"
+  have="$(go env GOVERSION)"; have="${have#go}"
+  if [[ "$(printf '%s\n%s\n' "${need}" "${have}" | sort -V | sed -n 1p)" != "${need}" ]]; then
+    die "k8s.io/kubernetes ${KUBE_VERSION} needs go ${need}, this machine has go ${have}: pick an older KUBE_VERSION in hack/versions.env or a newer Go"
+  fi
   minor="v0.${KUBE_VERSION#v1.}"
   {
     printf 'module quotree.local/kubernetes\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' \

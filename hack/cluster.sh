@@ -35,7 +35,7 @@ all_ports() {
 }
 
 listening() { # listening <port>: true if something listens on 127.0.0.1:<port>
-  ss -Hltn "sport = :$1" 2>/dev/null | grep -q .
+  [[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]]
 }
 
 # pid_of <name>: the recorded pid if that process is still alive and is ours.
@@ -232,7 +232,7 @@ cmd_up() {
   local port
   for port in $(all_ports); do
     if listening "${port}"; then
-      die "port 127.0.0.1:${port} is in use by another program ($(ss -Hltnp "sport = :${port}" | head -1)); stop it or set QUOTREE_*_PORT"
+      die "port 127.0.0.1:${port} is in use by another program ($(ss -Hltnp "sport = :${port}" | sed -n 1p)); stop it or set QUOTREE_*_PORT"
     fi
   done
 
