@@ -150,10 +150,10 @@ def bench_size(n: int, contended: bool, events: int, rnd: random.Random) -> dict
     }
 
 
-def write_burst(n: int, path: Path) -> int:
+def write_burst(n: int, path: Path, contended: bool) -> int:
     """YAML for `quotree simulate`: the tree, one node pool, and 10 gated-to-be pods per quota."""
     lines = []
-    total = {r: v * n for r, v in RESOURCES.items()}
+    total = {r: v * n * (1 if contended else 2) for r, v in RESOURCES.items()}
     alloc = ", ".join(f'{r}: "{v}"' for r, v in total.items() if r != "cpu")
     lines.append(
         "apiVersion: v1\nkind: Node\nmetadata: {name: pool}\n"
@@ -177,7 +177,7 @@ def write_burst(n: int, path: Path) -> int:
             f"apiVersion: quotree.io/v1alpha1\nkind: {config.kind}\nmetadata: {{{meta}}}\n"
             f"spec: {{{parent}min: {{{res(dict(config.min))}}}{maxes}}}\n"
         )
-    request = res(pod_request(contended=True))
+    request = res(pod_request(contended))
     for config in configs:
         if config.kind != "ElasticQuota":
             continue
@@ -192,10 +192,10 @@ def write_burst(n: int, path: Path) -> int:
     return count
 
 
-def bench_simulate(n: int) -> dict[str, float]:
+def bench_simulate(n: int, contended: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "burst.yaml"
-        pods = write_burst(n, path)
+        pods = write_burst(n, path, contended)
         t0 = time.perf_counter()
         result = simulate([path])
         in_process = time.perf_counter() - t0
@@ -215,17 +215,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--events", type=int, default=2000)
-    parser.add_argument("--burst", type=int, default=10000, help="quotas in the simulate burst")
+    parser.add_argument(
+        "--burst", default="1000,10000", help="quota counts for the simulate bursts (10 pods each)"
+    )
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    burst_sizes = [int(s) for s in args.burst.split(",") if s]
     rnd = random.Random(7)
     print(
         f"## Engine ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
         f"{platform.python_implementation()} {platform.python_version()})\n"
     )
     for regime, contended in (("roomy", False), ("contended", True)):
+        if not sizes:
+            break
         rows = {n: bench_size(n, contended, args.events, rnd) for n in sizes}
-        print(f"### {regime}\n")
+        print(f"### (a), (b): {regime}\n")
         print(
             "| quotas | build s | (a) full runtime s | (b) event p50 ms | (b) event p99 ms "
             "| full / event p50 |"
@@ -244,12 +249,19 @@ def main() -> None:
             f"p99 ratio: {last['event_p99_ms'] / first['event_p99_ms']:.2f}\n"
         )
         sys.stdout.flush()
-    sim = bench_simulate(args.burst)
-    print(
-        f"### (c) simulate burst\n\n{args.burst} quotas, {sim['pods']} pods "
-        f"({sim['admitted']} admitted): in process {sim['in_process_s']:.1f} s, "
-        f"CLI with YAML parsing and JSON output {sim['cli_s']:.1f} s\n"
-    )
+    if not burst_sizes:
+        return
+    print("### (c) simulate burst\n")
+    print("| regime | quotas | pods | admitted | in process s | CLI (YAML in, JSON out) s |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for regime, contended in (("roomy", False), ("contended", True)):
+        for n in burst_sizes:
+            sim = bench_simulate(n, contended)
+            print(
+                f"| {regime} | {n} | {sim['pods']} | {sim['admitted']} | "
+                f"{sim['in_process_s']:.1f} | {sim['cli_s']:.1f} |"
+            )
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -58,6 +58,11 @@ class PodRecord:
     capacity: str | None = None
     reason: str = ""
     victims: frozenset[str] = frozenset()  # pods being evicted so that this one fits
+    reason_key: object = None  # the numbers behind `reason`: it is formatted only when they change
+    preemptible: bool = True
+
+    def __post_init__(self) -> None:
+        self.preemptible = self.facts.preemptible
 
     @property
     def key(self) -> str:
@@ -120,9 +125,13 @@ def _fmt_list(amounts: Mapping[str, int]) -> str:
 class _Leaf:
     """Pods of one ElasticQuota."""
 
-    __slots__ = ("admitted", "evicting", "np_used", "pending", "pending_keys")
+    __slots__ = ("admitted", "evicting", "np_used", "pending", "pending_keys", "room")
 
     def __init__(self) -> None:
+        # Room (runtime - used, guarantee - non-preemptible used) when the pending pods were
+        # last looked at; None: look again. No pending pod can start to fit unless some
+        # room grew or a pod arrived, so quotas whose room only shrank are not rescanned.
+        self.room: dict[str, tuple[int, int]] | None = None
         self.pending: list[tuple[tuple[int, float, str], str]] = []  # sorted (order, key)
         self.pending_keys: set[str] = set()
         self.admitted: dict[str, PodRecord] = {}
@@ -266,6 +275,7 @@ class Engine:
             ):
                 self.tree.add_unmanaged(facts.request)  # bound now: it holds capacity
             record.facts = facts
+            record.preemptible = facts.preemptible
             if facts.deleting and record.state is PodState.ADMITTED and not record.evicting:
                 # It is going away: its resources are on their way back.
                 self._set_evicting(record, True)
@@ -289,6 +299,7 @@ class Engine:
         if facts.gated:
             bisect.insort(leaf.pending, (record.order(), key))
             leaf.pending_keys.add(key)
+            leaf.room = None
         else:
             self._admit(record, "running without the gate")
         return record
@@ -318,7 +329,7 @@ class Engine:
                 self._add(leaf.evicting, record.request, -1)
             del leaf.admitted[key]
             self.tree.add_used(record.quota, record.request, -1)
-            if not record.facts.preemptible:
+            if not record.preemptible:
                 self._add(leaf.np_used, record.request, -1)
 
     def eviction_refused(self, key: str) -> None:
@@ -326,6 +337,8 @@ class Engine:
         record = self.pods.get(key)
         if record is not None and record.evicting:
             self._set_evicting(record, False)
+            if record.quota:
+                self._leaves[record.quota].room = None
             if record.quota:
                 self._touched.add(record.quota)
 
@@ -353,7 +366,7 @@ class Engine:
         record.victims = frozenset()
         leaf.admitted[key] = record
         self.tree.add_used(record.quota, record.request)
-        if not record.facts.preemptible:
+        if not record.preemptible:
             self._add(leaf.np_used, record.request, 1)
 
     # ------------------------------------------------------------ decisions
@@ -392,6 +405,33 @@ class Engine:
         return evicted
 
     def _set_reason(self, record: PodRecord, reason: str, out: Decisions) -> None:
+        record.reason_key = None
+        if record.reason != reason:
+            record.reason = reason
+            out.pending[record.key] = reason
+
+    def _set_why(
+        self,
+        name: str,
+        node: TreeNode,
+        record: PodRecord,
+        short: Mapping[str, int],
+        out: Decisions,
+        *,
+        np: bool = False,
+    ) -> None:
+        """Why the pod does not fit; the message is built only when its numbers change."""
+        key = (
+            np,
+            tuple(
+                (r, short[r], node.used[r], node.runtime[r], node.guarantee[r], node.cap[r])
+                for r in short
+            ),
+        )
+        if record.reason_key == key:
+            return
+        reason = self._why(name, node, record, short, np=np)
+        record.reason_key = key
         if record.reason != reason:
             record.reason = reason
             out.pending[record.key] = reason
@@ -416,9 +456,7 @@ class Engine:
         candidates = [
             r
             for r in leaf.admitted.values()
-            if r.facts.preemptible
-            and not r.evicting
-            and any(r.request.get(res, 0) > 0 for res in over)
+            if r.preemptible and not r.evicting and any(r.request.get(res, 0) > 0 for res in over)
         ]
         # Least important first: lowest priority, then newest.
         candidates.sort(key=lambda r: (r.facts.priority, -r.facts.created, r.facts.name))
@@ -493,7 +531,7 @@ class Engine:
         return short
 
     def _np_shortfall(self, node: TreeNode, leaf: _Leaf, record: PodRecord) -> dict[str, int]:
-        if record.facts.preemptible:
+        if record.preemptible:
             return {}
         short = {}
         for resource in node.part:
@@ -505,15 +543,51 @@ class Engine:
                 short[resource] = excess
         return short
 
-    def _admit_pending(self, name: str, node: TreeNode, leaf: _Leaf, out: Decisions) -> bool:
+    @staticmethod
+    def _room(node: TreeNode, leaf: _Leaf) -> dict[str, tuple[int, int]]:
+        return {
+            r: (node.runtime[r] - node.used[r], node.guarantee[r] - leaf.np_used.get(r, 0))
+            for r in node.part
+        }
+
+    def _admit_pending(
+        self, name: str, node: TreeNode, leaf: _Leaf, out: Decisions, *, force: bool = False
+    ) -> bool:
+        if not leaf.pending:
+            return False
+        room = self._room(node, leaf)
+        before = leaf.room
+        if (
+            not force
+            and before is not None
+            and before.keys() == room.keys()
+            and all(room[r][0] <= before[r][0] and room[r][1] <= before[r][1] for r in room)
+        ):
+            return False
+        evicted = self._scan_pending(name, node, leaf, out)
+        leaf.room = self._room(node, leaf)
+        return evicted
+
+    def refresh_reasons(self) -> Decisions:
+        """Bring every pending pod's reason up to date with the current numbers."""
+        out = Decisions()
+        for name, leaf in self._leaves.items():
+            node = self.tree.node(name)
+            if node is not None and node.is_leaf:
+                self._admit_pending(name, node, leaf, out, force=True)
+        return out
+
+    def _scan_pending(self, name: str, node: TreeNode, leaf: _Leaf, out: Decisions) -> bool:
         evicted = False
+        may_preempt = node.config is not None and node.config.preempt_within_quota
+        lowest: int | None = None  # lowest priority among the possible victims, when needed
         for _, key in list(leaf.pending):
             record = self.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
                 continue
             np_short = self._np_shortfall(node, leaf, record)
             if np_short:
-                self._set_reason(record, self._why(name, node, record, np_short, np=True), out)
+                self._set_why(name, node, record, np_short, out, np=True)
                 continue
             short = self._shortfall(node, leaf, record)
             if not short:
@@ -525,9 +599,19 @@ class Engine:
             ):
                 self._set_reason(record, self._waiting(record), out)
                 continue
-            if node.config is not None and node.config.preempt_within_quota:
+            if may_preempt and lowest is None:
+                lowest = min(
+                    (
+                        r.facts.priority
+                        for r in leaf.admitted.values()
+                        if r.preemptible and not r.evicting
+                    ),
+                    default=record.facts.priority,
+                )
+            if may_preempt and lowest is not None and lowest < record.facts.priority:
                 victims = self._preemption_victims(node, leaf, record, short)
                 if victims:
+                    lowest = None  # victims are gone: look again for the next pod
                     reason = (
                         f"preempted by {key} (priority {record.facts.priority}) "
                         f"within ElasticQuota {name}"
@@ -542,7 +626,7 @@ class Engine:
                     else:
                         self._set_reason(record, self._waiting(record), out)
                     continue
-            self._set_reason(record, self._why(name, node, record, short), out)
+            self._set_why(name, node, record, short, out)
         return evicted
 
     @staticmethod
@@ -561,7 +645,7 @@ class Engine:
         candidates = [
             r
             for r in leaf.admitted.values()
-            if r.facts.preemptible and not r.evicting and r.facts.priority < priority
+            if r.preemptible and not r.evicting and r.facts.priority < priority
         ]
         candidates.sort(key=lambda r: (r.facts.priority, -r.facts.created, r.facts.name))
         return self._cover(need, candidates)

@@ -160,6 +160,7 @@ def simulate(paths: Iterable[str | Path]) -> Simulation:
             facts.node_name = "(scheduled)"
         engine.observe_pod(facts)
         engine.decide(now=float(index))
+    engine.refresh_reasons()
     return Simulation(engine, list(configs.values()), warnings)
 
 
