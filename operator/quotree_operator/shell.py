@@ -32,7 +32,11 @@ __all__ = ["Shell", "node_allocatable"]
 logger = logging.getLogger("quotree.operator")
 
 TICK = 1.0  # seconds between decisions when nothing changes (the reclaim delay needs a clock)
-STATUS_INTERVAL = 0.5  # status writes are coalesced over this long
+STATUS_INTERVAL = 0.5  # status writes are coalesced over at least this long
+# ... and over STATUS_BACKOFF times as long as the last round of writes took: under a burst
+# every quota's status changes all the time, and rewriting all of them every 0.5 s would
+# take most of the API server from the admissions (the writer keeps to ~1/(1+3) of the time).
+STATUS_BACKOFF = 3.0
 RETRIES = 5
 
 
@@ -90,7 +94,10 @@ class Shell:
         self.leading = False
         self.wake = asyncio.Event()
         self.status_dirty = asyncio.Event()
+        # Separate budgets so that status writes and events never queue admissions behind
+        # them: admissions, evictions and labels get `concurrency` slots of their own.
         self._writes = asyncio.Semaphore(concurrency)
+        self._status_writes = asyncio.Semaphore(max(4, concurrency // 6))
         self._events = asyncio.Semaphore(max(4, concurrency // 4))
         self._tasks: set[asyncio.Task[None]] = set()
         self.admissions = 0  # admitted and written (metrics, bench)
@@ -127,6 +134,10 @@ class Shell:
                 self.engine.remove_config(name)
             else:
                 self.bad_configs.pop(name, None)
+                if self.engine.tree.config(name) == config:
+                    # Our own status or annotation write came back: nothing for the engine
+                    # (set_config would re-resolve every pod, once per status write).
+                    return
                 self.engine.set_config(config)
         self.changed()
 
@@ -312,16 +323,18 @@ class Shell:
             logger.info("%s", exc)
 
     async def status_loop(self) -> None:
-        """Write what changed in statuses and annotations, at most every STATUS_INTERVAL."""
+        """Write what changed in statuses and annotations: coalesced, see STATUS_BACKOFF."""
         while True:
             await self.status_dirty.wait()
             self.status_dirty.clear()
+            started = time.monotonic()
             if self.leading:
                 try:
                     await self.write_statuses()
                 except Exception:
                     logger.exception("status writing failed; retrying")
-            await asyncio.sleep(STATUS_INTERVAL)
+            spent = time.monotonic() - started
+            await asyncio.sleep(max(STATUS_INTERVAL, spent * STATUS_BACKOFF))
 
     async def write_statuses(self) -> None:
         now = _now()
@@ -358,7 +371,7 @@ class Shell:
         annotations: dict[str, str] | None,
     ) -> None:
         try:
-            async with self._writes:
+            async with self._status_writes:
                 await self.kube.patch_node(kind, namespace, name, patch, annotations)
         except KubeError as exc:
             if exc.status != 404:
