@@ -118,8 +118,11 @@ class NodeReport:
     problem: Problem | None
 
 
-def _fmt_list(amounts: Mapping[str, int]) -> str:
-    return ", ".join(f"{r} {format_quantity(a, r)}" for r, a in sorted(amounts.items()))
+def _namespaces(config: NodeConfig | None) -> set[str]:
+    """The namespaces whose pods `config` may take (none for a Cohort)."""
+    if config is None or not config.is_leaf:
+        return set()
+    return {ns for ns in (config.namespace, *config.namespaces) if ns}
 
 
 class _Leaf:
@@ -162,6 +165,7 @@ class Engine:
         self._touched: set[str] = set()
         self._over_since: dict[str, float] = {}
         self._cluster_nodes: dict[str, dict[str, int]] = {}
+        self._ns_pods: dict[str, set[str]] = {}  # namespace -> keys of its pods
         self._arrivals = itertools.count()
         self._admissions = itertools.count(1)
 
@@ -169,6 +173,8 @@ class Engine:
 
     def set_config(self, config: NodeConfig) -> None:
         old = self.tree.config(config.name)
+        if old == config:
+            return  # e.g. our own status write coming back through the watch
         self.tree.set_config(config)
         if old is not None and old.is_leaf:
             self._uncover(old)
@@ -177,14 +183,14 @@ class Engine:
                 if namespace:
                     self._covering.setdefault(namespace, set()).add(config.name)
             self._touched.add(config.name)
-        self._reresolve()
+        self._reresolve(_namespaces(old) | _namespaces(config))
 
     def remove_config(self, name: str) -> None:
         old = self.tree.config(name)
         self.tree.remove_config(name)
         if old is not None and old.is_leaf:
             self._uncover(old)
-        self._reresolve()
+        self._reresolve(_namespaces(old))
 
     def _uncover(self, config: NodeConfig) -> None:
         for namespace in (config.namespace, *config.namespaces):
@@ -194,14 +200,18 @@ class Engine:
                 if not names:
                     del self._covering[namespace or ""]
 
-    def _reresolve(self) -> None:
-        """After a quota change, pods whose quota no longer resolves move (rare, O(pods))."""
-        for record in list(self.pods.values()):
-            resolution = self.resolve(record.facts.namespace, record.facts.labels)
-            if resolution.quota != record.quota:
-                facts = record.facts
-                self.forget_pod(record.key)
-                self.observe_pod(facts)
+    def _reresolve(self, namespaces: set[str]) -> None:
+        """After a quota change, pods of the namespaces it covers (or covered) may move."""
+        for namespace in namespaces:
+            for key in list(self._ns_pods.get(namespace, ())):
+                self._reresolve_pod(self.pods[key])
+
+    def _reresolve_pod(self, record: PodRecord) -> None:
+        resolution = self.resolve(record.facts.namespace, record.facts.labels)
+        if resolution.quota != record.quota:
+            facts = record.facts
+            self.forget_pod(record.key)
+            self.observe_pod(facts)
 
     def set_cluster_node(self, name: str, allocatable: Mapping[str, int] | None) -> None:
         """A cluster node's allocatable (None: gone, not Ready or unschedulable)."""
@@ -285,12 +295,14 @@ class Engine:
         if quota is None and (resolution.error is None or not facts.gated):
             record = PodRecord(facts, None, PodState.UNMANAGED, next(self._arrivals))
             self.pods[key] = record
+            self._ns_pods.setdefault(facts.namespace, set()).add(key)
             if facts.node_name:
                 self.tree.add_unmanaged(facts.request)
             return record
         record = PodRecord(facts, quota, PodState.PENDING, next(self._arrivals))
         record.reason = resolution.error or ""
         self.pods[key] = record
+        self._ns_pods.setdefault(facts.namespace, set()).add(key)
         if quota is None:
             return record  # gated, but no quota will take it: it waits with the reason
         leaf = self._leaves.setdefault(quota, _Leaf())
@@ -309,6 +321,7 @@ class Engine:
         record = self.pods.pop(key, None)
         if record is None:
             return
+        self._ns_pods[record.facts.namespace].discard(key)
         if final is not None:
             record.state = final
             self.finished[key] = record

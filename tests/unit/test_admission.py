@@ -234,3 +234,22 @@ def test_terminal_pods_release_their_quota() -> None:
     eng.observe_pod(done)
     eng.decide()
     assert states(eng) == {"a/two": "admitted"}
+
+
+def test_quota_changes_move_only_the_pods_of_the_namespaces_they_cover() -> None:
+    eng = engine(quota("a", min=5), capacity=100)
+    arrive(eng, pod("x", "running", 2, gated=False), pod("a", "p", 1))
+    assert eng.pods["x/running"].state == "unmanaged"
+    # A quota for namespace x appears: the running pod is charged to it.
+    eng.set_config(quota("qx", namespace="x", min=5))
+    assert eng.pods["x/running"].quota == "qx"
+    assert eng.pods["x/running"].state == "admitted"
+    assert eng.report("qx").used == {R: 2}
+    assert eng.pods["a/p"].quota == "a"  # other namespaces untouched
+    # It goes away again: the pod is unmanaged, and nothing is charged to qx.
+    eng.remove_config("qx")
+    assert eng.pods["x/running"].state == "unmanaged"
+    # Re-applying an unchanged config is a no-op.
+    before = eng.pods["a/p"]
+    eng.set_config(quota("a", min=5))
+    assert eng.pods["a/p"] is before
