@@ -12,7 +12,7 @@ Figures:
   (b) one pod leaving or arriving, incremental: engine.forget_pod / observe_pod + decide();
       median and p99 over many random events; the ratio 100k/1k;
       baseline in the same run: the full recomputation the incremental path replaces;
-  (c) `quotree simulate` of a burst of 10 pods per quota for a tree of 10k quotas (100k pods),
+  (c) `quotree simulate` of a burst of 10 pods per quota (10k quotas: the 100k-pod burst),
       in process and through the CLI on a generated file.
 
 Run: .venv/bin/python bench/bench_engine.py [--sizes 1000,10000,100000] [--events 2000]
@@ -216,11 +216,17 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument(
-        "--burst", default="1000,10000", help="quota counts for the simulate bursts (10 pods each)"
+        "--burst", default="1000,10000", help="quota counts for the roomy simulate bursts"
+    )
+    parser.add_argument(
+        "--burst-contended", default="1000", help="quota counts for the contended bursts"
     )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    burst_sizes = [int(s) for s in args.burst.split(",") if s]
+    bursts = {
+        "roomy": [int(s) for s in args.burst.split(",") if s],
+        "contended": [int(s) for s in args.burst_contended.split(",") if s],
+    }
     rnd = random.Random(7)
     print(
         f"## Engine ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
@@ -249,13 +255,13 @@ def main() -> None:
             f"p99 ratio: {last['event_p99_ms'] / first['event_p99_ms']:.2f}\n"
         )
         sys.stdout.flush()
-    if not burst_sizes:
+    if not any(bursts.values()):
         return
     print("### (c) simulate burst\n")
     print("| regime | quotas | pods | admitted | in process s | CLI (YAML in, JSON out) s |")
     print("| --- | --- | --- | --- | --- | --- |")
     for regime, contended in (("roomy", False), ("contended", True)):
-        for n in burst_sizes:
+        for n in bursts[regime]:
             sim = bench_simulate(n, contended)
             print(
                 f"| {regime} | {n} | {sim['pods']} | {sim['admitted']} | "
