@@ -559,3 +559,44 @@ def test_decisions_never_raise(
         old if operation != "CREATE" else None,
     )
     assert verdict.allowed or (verdict.message and "\n" not in verdict.message)
+
+
+def test_objects_applied_back_to_back_are_judged_together() -> None:
+    # One `kubectl apply` of a folder: the operator's view has not caught up with the
+    # first object when the second one is reviewed.
+    engine = engine_with(cohort("research", min={"cpu": "40"}))
+    recent = decisions.RecentlyAllowed()
+    first = decisions.review_node(
+        engine, "CREATE", quota("a", "a", "research", min={"cpu": "30"}), None, recent=recent
+    )
+    assert first.allowed
+    second = decisions.review_node(
+        engine, "CREATE", quota("b", "b", "research", min={"cpu": "20"}), None, recent=recent
+    )
+    assert not second.allowed
+    assert "need 50 in all, over research's min of 40" in second.message
+    same_name = decisions.review_node(engine, "CREATE", cohort("a"), None, recent=recent)
+    assert "already taken by ElasticQuota a/a" in same_name.message
+
+
+def test_dry_runs_are_not_remembered_and_memory_fades() -> None:
+    engine = engine_with(cohort("research", min={"cpu": "40"}))
+    now = [0.0]
+    recent = decisions.RecentlyAllowed(ttl=10, clock=lambda: now[0])
+    body = quota("a", "a", "research", min={"cpu": "30"})
+    assert decisions.review_node(engine, "CREATE", body, None, recent=recent, dry_run=True).allowed
+    other = quota("b", "b", "research", min={"cpu": "20"})
+    assert decisions.review_node(engine, "CREATE", other, None, recent=recent, dry_run=True).allowed
+    assert decisions.review_node(engine, "CREATE", body, None, recent=recent).allowed
+    assert not decisions.review_node(engine, "CREATE", other, None, recent=recent).allowed
+    now[0] = 11.0  # `a` never showed up (another webhook refused it): forgotten
+    assert decisions.review_node(engine, "CREATE", other, None, recent=recent).allowed
+
+
+def test_remembered_objects_are_dropped_once_the_tree_shows_them() -> None:
+    engine = engine_with(cohort("research", min={"cpu": "40"}))
+    recent = decisions.RecentlyAllowed()
+    body = quota("a", "a", "research", min={"cpu": "30"})
+    assert decisions.review_node(engine, "CREATE", body, None, recent=recent).allowed
+    engine.set_config(parse_node(body))  # the operator's watch caught up
+    assert recent.view(engine.tree.configs()) is engine.tree.configs()

@@ -8,9 +8,11 @@ Kubernetes objects and says which engine call applies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from quotree import (
     ADMISSION_GATE,
@@ -28,6 +30,7 @@ from quotree import (
 __all__ = [
     "LABEL_PREFIX",
     "PodMutation",
+    "RecentlyAllowed",
     "describe_pod",
     "node_identity",
     "review_node",
@@ -77,6 +80,41 @@ def _same_object(config: NodeConfig | None, parsed: NodeConfig) -> bool:
     )
 
 
+class RecentlyAllowed:
+    """Cohorts and ElasticQuotas this webhook let through that the tree may not show yet.
+
+    The API server stores an object only after every webhook allowed it, and the
+    operator learns of it through its watch a moment later. Objects applied back to
+    back (one `kubectl apply` of a folder) would each be judged without the others,
+    so two objects with one name, or siblings whose mins add up to too much, could
+    both get in. Allowed creates and updates are remembered here until the operator's
+    view shows them, or for `ttl` seconds (one that another webhook refused never
+    appears).
+    """
+
+    def __init__(self, ttl: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._pending: dict[str, tuple[NodeConfig, float]] = {}
+
+    def remember(self, config: NodeConfig) -> None:
+        self._pending[config.name] = (config, self.clock() + self.ttl)
+
+    def view(self, configs: Mapping[str, NodeConfig]) -> Mapping[str, NodeConfig]:
+        """The tree as the rules should see it: `configs` and what is still on its way."""
+        if not self._pending:
+            return configs
+        now = self.clock()
+        for name, (config, expires) in list(self._pending.items()):
+            if expires < now or configs.get(name) == config:
+                del self._pending[name]
+        if not self._pending:
+            return configs
+        on_the_way = {name: config for name, (config, _) in self._pending.items()}
+        # Only read: ChainMap's type asks for a mutable mapping, the tree's view is not.
+        return ChainMap(on_the_way, cast("MutableMapping[str, NodeConfig]", configs))
+
+
 def review_node(
     engine: Engine,
     operation: str,
@@ -84,6 +122,8 @@ def review_node(
     old: Mapping[str, Any] | None,
     *,
     namespace_deleting: bool = False,
+    recent: RecentlyAllowed | None = None,
+    dry_run: bool = False,
 ) -> Verdict:
     """The answer to a CREATE, UPDATE or DELETE of a Cohort or ElasticQuota (rules 1 to 8).
 
@@ -93,6 +133,8 @@ def review_node(
     block its own repair or removal.
     """
     configs = engine.tree.configs()
+    if recent is not None:
+        configs = recent.view(configs)
     if operation == "DELETE":
         if old is None:
             return Verdict(True)
@@ -119,7 +161,10 @@ def review_node(
         parsed = parse_node(new)
     except ConfigError as exc:
         return Verdict.deny(str(exc))
-    return check_apply(configs, parsed)
+    verdict = check_apply(configs, parsed)
+    if verdict.allowed and recent is not None and not dry_run:
+        recent.remember(parsed)
+    return verdict
 
 
 @dataclass(frozen=True, slots=True)

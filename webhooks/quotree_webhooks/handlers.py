@@ -127,6 +127,7 @@ async def _validate_node(
     userinfo: Mapping[str, Any],
     warnings: list[str],
     memo: Any,
+    dry_run: bool = False,
 ) -> None:
     engine = await _engine(memo)
     new_body, old_body = _plain(new), _plain(old)
@@ -136,8 +137,17 @@ async def _validate_node(
         if kind == "ElasticQuota" and namespace and engine.admitted_count(name) > 0:
             username = str(userinfo.get("username", ""))
             namespace_deleting = await _namespace_deleting(namespace, username)
+    recent = getattr(memo, "recently_allowed", None)
+    if recent is None and memo is not None:
+        recent = memo.recently_allowed = decisions.RecentlyAllowed()
     verdict = decisions.review_node(
-        engine, operation, new_body, old_body, namespace_deleting=namespace_deleting
+        engine,
+        operation,
+        new_body,
+        old_body,
+        namespace_deleting=namespace_deleting,
+        recent=recent,
+        dry_run=dry_run,
     )
     warnings.extend(verdict.warnings)
     if not verdict.allowed:
@@ -160,6 +170,7 @@ async def _validate(kwargs: Mapping[str, Any]) -> None:
             userinfo=kwargs.get("userinfo") or {},
             warnings=kwargs["warnings"],
             memo=kwargs.get("memo"),
+            dry_run=bool(kwargs.get("dryrun")),
         ),
     )
 
