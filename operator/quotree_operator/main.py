@@ -6,7 +6,8 @@ Handlers are `async` on purpose: Kopf runs sync handlers in threads, and the eng
 thread-safe. `@kopf.on.event` stores nothing on the objects (no progress annotations).
 
 Kopf's memo carries `memo.engine` (the live quotree.Engine), `memo.config`
-(OperatorConfig), `memo.kube` and `memo.shell`; the webhooks read the first two.
+(OperatorConfig), `memo.kube`, `memo.shell` and, with webhooks on,
+`memo.recently_allowed`; the webhooks read engine, config and recently_allowed.
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     memo.kube = kube
     memo.shell = shell
     memo.engine = shell.engine
+    if config.webhooks and _webhook_server is not None:
+        # Shared by every admission request (Kopf may hand handlers a copy of memo).
+        from quotree_webhooks.decisions import RecentlyAllowed  # noqa: PLC0415 (optional part)
+
+        memo.recently_allowed = RecentlyAllowed()
 
     def leadership(leading: bool) -> None:
         shell.leading = leading
