@@ -65,12 +65,19 @@ grep -q "acquired the leader lease" "${LOG}" \
 echo ">>> applying examples/demo/"
 "${KC[@]}" apply -f examples/demo/01-tree.yaml >/dev/null
 "${KC[@]}" apply -f examples/demo/02-workloads.yaml >/dev/null
-# Wait until every demo quota reports its pods (polling, at most 60 s).
+# Wait until the demo settles (polling, at most 60 s): vision admits its 6 pods (2 GPUs
+# borrowed from nlp's idle min), ci admits 4 and keeps 1 waiting (platform may not borrow
+# cpu), and the nlp Job has run (kwok completes Job pods at once, so nlp ends idle).
+admitted() {
+  "${KC[@]}" get eq "$1" -n "$2" -o jsonpath='{.status.admittedPods}+{.status.pendingPods}' 2>/dev/null
+}
 for _ in $(seq 1 120); do
-  counts="$("${KC[@]}" get eq -A -o jsonpath='{range .items[*]}{.status.admittedPods}+{.status.pendingPods} {end}')"
-  [[ "${counts}" == *"6+0"* && "${counts}" == *"4+0"* && "${counts}" == *"4+1"* ]] && break
+  job="$("${KC[@]}" get job finetune -n demo-nlp -o jsonpath='{.status.succeeded}' 2>/dev/null)"
+  [[ "$(admitted vision demo-vision)" == "6+0" && "$(admitted ci demo-ci)" == "4+1" \
+    && "${job}" == "4" ]] && break
   sleep 0.5
 done
+sleep 1 # the Cohorts' status follows within a status round
 echo
 echo "\$ kubectl get coh,eq -A"
 "${KC[@]}" get coh,eq -A
