@@ -9,11 +9,12 @@ than the request itself.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +30,8 @@ logger = logging.getLogger(__name__)
 COMPONENT = "quotree-operator"
 _JSON_PATCH = "application/json-patch+json"
 _MERGE_PATCH = "application/merge-patch+json"
+WATCH_TIMEOUT = 300  # seconds the API server keeps one pod watch open before it ends it
+WATCH_BACKOFF = (0.5, 30.0)  # first and longest wait before reconnecting a failed watch
 
 
 class KubeError(Exception):
@@ -67,6 +70,7 @@ class Kube:
         self.core: Any = client.CoreV1Api(api)
         self.custom: Any = client.CustomObjectsApi(api)
         self.coordination: Any = client.CoordinationV1Api(api)
+        self._pod_version = ""  # the pod watch's last resourceVersion seen
 
     @classmethod
     async def connect(cls, pool: int = 64) -> Kube:
@@ -112,8 +116,14 @@ class Kube:
 
     async def list_all(self, what: str) -> list[dict[str, Any]]:
         """Every Node, Pod, Cohort or ElasticQuota (pages of 500), each with its `kind` set."""
+        items, _ = await self.list_with_version(what)
+        return items
+
+    async def list_with_version(self, what: str) -> tuple[list[dict[str, Any]], str]:
+        """`list_all` and the list's resourceVersion (a watch from it misses nothing)."""
         items: list[dict[str, Any]] = []
         token: str | None = None
+        version = ""
         while True:
             kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
             if token:
@@ -133,9 +143,121 @@ class Kube:
             for item in data.get("items") or ():
                 item.setdefault("kind", kind)
                 items.append(item)
-            token = (data.get("metadata") or {}).get("continue")
+            metadata = data.get("metadata") or {}
+            # Every page of one list is the same snapshot: the first page's version holds.
+            version = version or metadata.get("resourceVersion") or ""
+            token = metadata.get("continue")
             if not token:
-                return items
+                return items, version
+
+    async def watch_pods(
+        self,
+        version: str,
+        observe: Callable[[dict[str, Any], bool], None],
+        relist: Callable[[list[dict[str, Any]]], None],
+    ) -> None:
+        """Feed every Pod change in all namespaces to `observe(body, deleted)`, forever.
+
+        Starts from `version` (the resourceVersion of the list the caller loaded), resumes
+        from the last version seen (bookmarks included) when the server ends the watch or
+        the connection fails (with backoff), and when that version is too old (410 Gone)
+        lists all pods again, hands them to `relist(bodies)`, and watches from that list.
+        Bodies are the API's own JSON (camelCase), as a list returns them.
+        """
+        delay = WATCH_BACKOFF[0]
+        while True:
+            started = asyncio.get_running_loop().time()
+            try:
+                if not version:
+                    items, version = await self.list_with_version("pods")
+                    relist(items)
+                version, gone = await self._watch_pods_once(version, observe)
+            except KubeError as exc:
+                if exc.status != 410:
+                    # Resume after the last event seen (or list again if the list failed).
+                    version = self._pod_version if version else ""
+                    logger.warning("pod watch: %s; reconnecting in %.1fs", exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, WATCH_BACKOFF[1])
+                    continue
+                gone = True
+            except Exception:
+                version = self._pod_version if version else ""
+                logger.exception("pod watch failed; reconnecting in %.1fs", delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, WATCH_BACKOFF[1])
+                continue
+            if gone:
+                logger.info("pod watch: resourceVersion %s is too old; listing again", version)
+                version = ""
+                continue
+            if asyncio.get_running_loop().time() - started < 1.0:
+                await asyncio.sleep(delay)  # the server ended it at once: do not spin
+                delay = min(delay * 2, WATCH_BACKOFF[1])
+            else:
+                delay = WATCH_BACKOFF[0]
+
+    async def _watch_pods_once(
+        self, version: str, observe: Callable[[dict[str, Any], bool], None]
+    ) -> tuple[str, bool]:
+        """One watch request: (the last version seen, whether the server said 410 Gone).
+
+        A failed connection raises KubeError; events seen before it still moved `version`
+        on, so they are not delivered twice: that is kept in `self._pod_version`.
+        """
+        self._pod_version = version
+        response = await self._call(
+            "watch pods",
+            self.core.list_pod_for_all_namespaces(
+                watch=True,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_TIMEOUT,
+                _preload_content=False,
+                _request_timeout=(30, WATCH_TIMEOUT + 60),
+            ),
+        )
+        buffer = b""
+        try:
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip() and self._pod_watch_event(line, observe):
+                        return self._pod_version, True
+        except (TimeoutError, OSError) as exc:
+            raise KubeError(0, f"watch pods: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # aiohttp's client errors, without importing aiohttp here
+            if type(exc).__module__.startswith("aiohttp"):
+                raise KubeError(0, f"watch pods: {type(exc).__name__}: {exc}") from None
+            raise
+        finally:
+            response.close()  # not back to the pool: the stream may be cut mid-way
+        return self._pod_version, False
+
+    def _pod_watch_event(
+        self, line: bytes, observe: Callable[[dict[str, Any], bool], None]
+    ) -> bool:
+        """Handle one watch event line; True when it says the version is gone (410)."""
+        try:
+            event = json.loads(line)
+        except ValueError:
+            logger.warning("pod watch: unreadable event %r", line[:200])
+            return False
+        kind, body = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if body.get("code") == 410:
+                return True
+            raise KubeError(int(body.get("code") or 0), f"watch pods: {body.get('message')}")
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if kind != "BOOKMARK":
+            try:
+                observe(body, kind == "DELETED")
+            except Exception:
+                logger.exception("pod watch: handling a %s event failed", kind)
+        if version:
+            self._pod_version = version
+        return False
 
     # ------------------------------------------------------------ pods
 

@@ -1,6 +1,7 @@
 """The operator's shell around the engine: cluster objects in, engine decisions out.
 
-`Shell` holds the live `quotree.Engine` (kept current by the Kopf handlers in main.py),
+`Shell` holds the live `quotree.Engine` (kept current by its own pod watch and the Kopf
+handlers in main.py),
 runs one decision loop (woken by every input change, plus a 1 s tick for the reclaim
 delay) and one coalescing status writer. It takes no quota decision itself: every
 admission, eviction, label and Pending reason comes from `Engine.decide()`.
@@ -101,6 +102,7 @@ class Shell:
         self._events = asyncio.Semaphore(max(4, concurrency // 4))
         self._tasks: set[asyncio.Task[None]] = set()
         self.admissions = 0  # admitted and written (metrics, bench)
+        self.pods_version = ""  # resourceVersion of the pod list load() read
 
     # ------------------------------------------------------------ inputs
 
@@ -396,7 +398,22 @@ class Shell:
         for kind in ("Cohort", "ElasticQuota"):
             for body in await self.kube.list_all(kind):
                 self.observe_quota_object(body, deleted=False)
-        pods = await self.kube.list_all("pods")
+        pods, self.pods_version = await self.kube.list_with_version("pods")
         for body in pods:
             self.observe_pod(body, deleted=False)
         logger.info("loaded %d quota objects and %d pods from the API", len(self.kinds), len(pods))
+
+    async def watch_pods(self) -> None:
+        """Every pod change after `load()` (from its list's resourceVersion), forever."""
+        await self.kube.watch_pods(self.pods_version, self.observe_pod, self.relist_pods)
+
+    def relist_pods(self, bodies: list[dict[str, Any]]) -> None:
+        """The pod watch had to list again (410 Gone): forget pods that went meanwhile."""
+        listed = {f"{b['metadata'].get('namespace')}/{b['metadata']['name']}" for b in bodies}
+        for key in [key for key in self.engine.pods if key not in listed]:
+            self.engine.forget_pod(key)
+            self.pods.pop(key, None)
+        for body in bodies:
+            self.observe_pod(body, deleted=False)
+        logger.info("pod watch: listed %d pods again", len(bodies))
+        self.changed()
