@@ -405,6 +405,7 @@ class Engine:
             return False
         if node is None or not node.is_leaf:
             self._over_since.pop(name, None)
+            leaf.room = None  # when it comes back, look at its pods again
             problem = self.tree.problems.get(name)
             why = problem.message if problem else f"ElasticQuota {name} does not exist"
             for _, key in leaf.pending:

@@ -437,7 +437,8 @@ class QuotaTree:
             for resource in parent.kids:
                 self._distribute(parent, resource, None)
         self._dirty = {}
-        self.changed_leaves = {node.name for node in order if node.is_leaf}
+        # Every ElasticQuota, live or not: one that just went inactive must be looked at too.
+        self.changed_leaves = {name for name, cfg in self._configs.items() if cfg.is_leaf}
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the leaves whose runtime changed since last asked."""

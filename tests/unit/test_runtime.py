@@ -224,3 +224,15 @@ def test_broken_configurations_are_reported() -> None:
     assert problems["leafy"].reason == "ParentNotCohort"
     assert problems["upside"].reason == "MinAboveMax"
     assert list(runtimes(eng)) == []
+
+
+def test_a_quota_that_comes_back_explains_its_pending_pods_again() -> None:
+    eng = engine(cohort("dept", min=10), quota("a", "dept", min=10, max=10), capacity=100)
+    arrive(eng, pod("a", "fits", 10), pod("a", "waits", 5))
+    assert "used 10 + request 5 > runtime 10" in eng.pods["a/waits"].reason
+    eng.remove_config("dept")
+    eng.decide()
+    assert "dept does not exist" in eng.pods["a/waits"].reason
+    eng.set_config(cohort("dept", min=10))  # same numbers as before
+    eng.decide()
+    assert "used 10 + request 5 > runtime 10" in eng.pods["a/waits"].reason
