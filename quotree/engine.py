@@ -474,7 +474,7 @@ class Engine:
         ]
         # Least important first: lowest priority, then newest.
         candidates.sort(key=lambda r: (r.facts.priority, -r.facts.created, r.facts.name))
-        victims = self._cover(over, candidates)
+        victims = self._cover(over, candidates, partial=True)
         if not victims:
             return False
         used_now = {r: node.used[r] - leaf.evicting.get(r, 0) for r in node.part}
@@ -490,10 +490,14 @@ class Engine:
         return True
 
     @staticmethod
-    def _cover(need: Mapping[str, int], candidates: list[PodRecord]) -> list[PodRecord]:
+    def _cover(
+        need: Mapping[str, int], candidates: list[PodRecord], *, partial: bool = False
+    ) -> list[PodRecord]:
         """Take candidates in order until `need` is freed, then give back the ones not needed.
 
-        Returns [] when even all candidates do not free enough.
+        When even all candidates do not free enough: [] (preemption: evicting would admit
+        nobody), or with `partial` every candidate that helps (reclaim: get as close as
+        the preemptible pods allow).
         """
         missing = dict(need)
         chosen: list[PodRecord] = []
@@ -506,7 +510,7 @@ class Engine:
             for resource in missing:
                 missing[resource] -= record.request.get(resource, 0)
         if any(amount > 0 for amount in missing.values()):
-            return []
+            return chosen if partial else []
         # Keep the most important victims if what remains still frees enough.
         for record in sorted(chosen, key=lambda r: r.order()):
             if all(missing[r] + record.request.get(r, 0) <= 0 for r in missing):

@@ -253,3 +253,21 @@ def test_quota_changes_move_only_the_pods_of_the_namespaces_they_cover() -> None
     before = eng.pods["a/p"]
     eng.set_config(quota("a", min=5))
     assert eng.pods["a/p"] is before
+
+
+def test_reclaim_takes_what_it_can_when_non_preemptible_pods_hold_the_rest() -> None:
+    # The cluster shrinks below the mins: a keeps its non-preemptible pods (never
+    # evicted) and gives up every preemptible one, though that is not enough.
+    eng = engine(quota("a", min=6), quota("b", min=6), capacity=12)
+    arrive(
+        eng,
+        *(pod("a", f"np{i}", 1, preemptible=False) for i in range(6)),
+        pod("a", "p0", 1),
+        pod("b", "b0", 5),
+    )
+    assert states(eng)["a/p0"] == "admitted"
+    eng.set_cluster_node("node-1", {R: 8})  # guarantees scale to 4 and 4
+    eng.decide()
+    s = states(eng)
+    assert s["a/p0"] == "reclaimed"
+    assert all(s[f"a/np{i}"] == "admitted" for i in range(6))
