@@ -129,12 +129,11 @@ def simulate(paths: Iterable[str | Path]) -> Simulation:
             raise SimulationError(
                 f"{origin}: unknown kind {kind!r} (want Cohort, ElasticQuota, Node or Pod)"
             )
-    for problem_name, problem in sorted(engine.tree.problems.items()):
+    for _, problem in sorted(engine.tree.problems.items()):
         if problem.reason == "ParentNotFound":
             warnings.append(problem.message)
         elif problem.own:
             raise SimulationError(f"{problem.message} (rule broken: {problem.reason})")
-        del problem_name
     seen: set[str] = set()
     for index, (origin, doc) in enumerate(pods):
         try:
