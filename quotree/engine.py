@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Literal
 
 from quotree.models import QUOTA_LABEL, NodeConfig, PodFacts
-from quotree.quantity import format_quantity, is_unlimited
+from quotree.quantity import add_amounts, format_quantity, is_unlimited
 from quotree.tree import Problem, QuotaTree, TreeNode
 
 __all__ = [
@@ -116,6 +116,11 @@ class NodeReport:
     admitted_pods: int
     pending_pods: int
     problem: Problem | None
+
+
+def _least_important_first(record: PodRecord) -> tuple[int, float, str]:
+    """Victim order for reclaim and preemption: lowest priority, then newest."""
+    return (record.facts.priority, -record.facts.created, record.facts.name)
 
 
 def _namespaces(config: NodeConfig | None) -> set[str]:
@@ -332,18 +337,14 @@ class Engine:
         leaf = self._leaves[record.quota]
         self._touched.add(record.quota)
         self.tree.add_request(record.quota, record.request, -1)
-        if key in leaf.pending_keys:
-            leaf.pending_keys.discard(key)
-            index = bisect.bisect_left(leaf.pending, (record.order(), key))
-            if index < len(leaf.pending) and leaf.pending[index][1] == key:
-                del leaf.pending[index]
+        self._unqueue(leaf, record)
         if key in leaf.admitted:
             if record.evicting:
-                self._add(leaf.evicting, record.request, -1)
+                add_amounts(leaf.evicting, record.request, -1)
             del leaf.admitted[key]
             self.tree.add_used(record.quota, record.request, -1)
             if not record.preemptible:
-                self._add(leaf.np_used, record.request, -1)
+                add_amounts(leaf.np_used, record.request, -1)
 
     def eviction_refused(self, key: str) -> None:
         """The Eviction API said no (a PodDisruptionBudget): the pod stays; try again later."""
@@ -355,24 +356,26 @@ class Engine:
             if record.quota:
                 self._touched.add(record.quota)
 
-    @staticmethod
-    def _add(totals: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
-        for resource, amount in amounts.items():
-            totals[resource] = totals.get(resource, 0) + sign * amount
-
     def _set_evicting(self, record: PodRecord, evicting: bool) -> None:
         assert record.quota is not None
         record.evicting = evicting
-        self._add(self._leaves[record.quota].evicting, record.request, 1 if evicting else -1)
+        add_amounts(self._leaves[record.quota].evicting, record.request, 1 if evicting else -1)
+
+    @staticmethod
+    def _unqueue(leaf: _Leaf, record: PodRecord) -> None:
+        """Take the pod out of its quota's pending queue, if it is there."""
+        key = record.key
+        if key in leaf.pending_keys:
+            leaf.pending_keys.discard(key)
+            index = bisect.bisect_left(leaf.pending, (record.order(), key))
+            if index < len(leaf.pending) and leaf.pending[index][1] == key:
+                del leaf.pending[index]
 
     def _admit(self, record: PodRecord, message: str) -> None:
         assert record.quota is not None
         leaf = self._leaves[record.quota]
         key = record.key
-        if key in leaf.pending_keys:
-            leaf.pending_keys.discard(key)
-            index = bisect.bisect_left(leaf.pending, (record.order(), key))
-            del leaf.pending[index]
+        self._unqueue(leaf, record)
         record.state = PodState.ADMITTED
         record.admitted_seq = next(self._admissions)
         record.reason = message
@@ -380,7 +383,7 @@ class Engine:
         leaf.admitted[key] = record
         self.tree.add_used(record.quota, record.request)
         if not record.preemptible:
-            self._add(leaf.np_used, record.request, 1)
+            add_amounts(leaf.np_used, record.request, 1)
 
     # ------------------------------------------------------------ decisions
 
@@ -473,7 +476,7 @@ class Engine:
             if r.preemptible and not r.evicting and any(r.request.get(res, 0) > 0 for res in over)
         ]
         # Least important first: lowest priority, then newest.
-        candidates.sort(key=lambda r: (r.facts.priority, -r.facts.created, r.facts.name))
+        candidates.sort(key=_least_important_first)
         victims = self._cover(over, candidates, partial=True)
         if not victims:
             return False
@@ -665,7 +668,7 @@ class Engine:
             for r in leaf.admitted.values()
             if r.preemptible and not r.evicting and r.facts.priority < priority
         ]
-        candidates.sort(key=lambda r: (r.facts.priority, -r.facts.created, r.facts.name))
+        candidates.sort(key=_least_important_first)
         return self._cover(need, candidates)
 
     def _fit_message(self, name: str, node: TreeNode, record: PodRecord) -> str:

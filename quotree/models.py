@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from quotree.quantity import QuantityError, parse_quantity
+from quotree.quantity import QuantityError, add_amounts, parse_quantity
 
 __all__ = [
     "ADMISSION_GATE",
@@ -288,11 +288,6 @@ def _container_requests(container: Mapping[str, Any], pod_label: str) -> dict[st
     return out
 
 
-def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
-    for name, amount in more.items():
-        into[name] = into.get(name, 0) + amount
-
-
 def _max_into(into: dict[str, int], other: Mapping[str, int]) -> None:
     for name, amount in other.items():
         if amount > into.get(name, 0):
@@ -309,19 +304,19 @@ def effective_request(pod_spec: Mapping[str, Any], pod_label: str = "?") -> dict
     """
     running: dict[str, int] = {}
     for container in pod_spec.get("containers") or ():
-        _add(running, _container_requests(container, pod_label))
+        add_amounts(running, _container_requests(container, pod_label))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in pod_spec.get("initContainers") or ():
         requests = _container_requests(container, pod_label)
         if container.get("restartPolicy") == "Always":
-            _add(sidecars, requests)
+            add_amounts(sidecars, requests)
             _max_into(init_peak, sidecars)
         else:
             moment = dict(sidecars)
-            _add(moment, requests)
+            add_amounts(moment, requests)
             _max_into(init_peak, moment)
-    _add(running, sidecars)
+    add_amounts(running, sidecars)
     _max_into(running, init_peak)
     overhead = pod_spec.get("overhead") or {}
     for name, value in overhead.items():

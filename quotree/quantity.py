@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from fractions import Fraction
 
 __all__ = [
     "MAX_VALUE",
     "UNLIMITED",
     "QuantityError",
+    "add_amounts",
     "format_quantity",
     "is_unlimited",
     "parse_quantity",
@@ -94,6 +96,12 @@ def parse_quantity(value: object, resource: str) -> int:
     if amount > MAX_VALUE:
         raise QuantityError(f"{text!r} is out of range (at most {MAX_VALUE} base units)")
     return amount
+
+
+def add_amounts(totals: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:
+    """Add (sign 1) or take away (sign -1) a resource list into running totals, in place."""
+    for resource, amount in amounts.items():
+        totals[resource] = totals.get(resource, 0) + sign * amount
 
 
 def is_unlimited(amount: int) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from quotree.models import NodeConfig
-from quotree.quantity import format_quantity
+from quotree.quantity import add_amounts, format_quantity
 
 __all__ = ["Verdict", "check_apply", "check_delete"]
 
@@ -98,8 +98,7 @@ def check_apply(configs: Mapping[str, NodeConfig], new: NodeConfig) -> Verdict:
         sums: dict[str, int] = dict(new.min)
         for other in configs.values():
             if other.parent == parent.name and other.name != new.name:
-                for resource, amount in other.min.items():
-                    sums[resource] = sums.get(resource, 0) + amount
+                add_amounts(sums, other.min)
         for resource in sorted(new.min):
             total = sums[resource]
             own = parent.min.get(resource, 0)
@@ -114,8 +113,7 @@ def check_apply(configs: Mapping[str, NodeConfig], new: NodeConfig) -> Verdict:
         sums = {}
         for other in configs.values():
             if other.parent == new.name:
-                for resource, amount in other.min.items():
-                    sums[resource] = sums.get(resource, 0) + amount
+                add_amounts(sums, other.min)
         for resource in sorted(sums):
             own = new.min.get(resource, 0)
             if sums[resource] > own:

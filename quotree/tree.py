@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from quotree.models import NodeConfig
-from quotree.quantity import UNLIMITED, format_quantity
+from quotree.quantity import UNLIMITED, add_amounts, format_quantity
 from quotree.sharing import proportional, water_fill
 
 __all__ = ["ROOT", "Problem", "QuotaTree", "TreeNode"]
@@ -117,11 +117,6 @@ class TreeNode:
 _Dirty = dict[TreeNode, dict[TreeNode, int] | None]
 
 
-def _add_into(totals: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
-    for resource, amount in amounts.items():
-        totals[resource] = totals.get(resource, 0) + sign * amount
-
-
 class QuotaTree:
     """Cohorts and ElasticQuotas under the cluster root, with runtime per resource."""
 
@@ -168,7 +163,7 @@ class QuotaTree:
 
     def add_unmanaged(self, request: Mapping[str, int], sign: int = 1) -> None:
         """Requests of pods outside the tree that hold cluster capacity."""
-        _add_into(self._unmanaged, request, sign)
+        add_amounts(self._unmanaged, request, sign)
         self._root_total_changed(request)
 
     @property
@@ -179,7 +174,7 @@ class QuotaTree:
 
     def add_request(self, leaf: str, request: Mapping[str, int], sign: int = 1) -> None:
         """A pod of `leaf` arrived (sign 1) or left (sign -1): its raw request changes."""
-        _add_into(self._leaf_raw.setdefault(leaf, {}), request, sign)
+        add_amounts(self._leaf_raw.setdefault(leaf, {}), request, sign)
         node = self._nodes.get(leaf)
         if node is None or self._stale:
             return
@@ -191,13 +186,13 @@ class QuotaTree:
 
     def add_used(self, leaf: str, request: Mapping[str, int], sign: int = 1) -> None:
         """A pod of `leaf` was admitted (sign 1) or released (sign -1)."""
-        _add_into(self._leaf_used.setdefault(leaf, {}), request, sign)
+        add_amounts(self._leaf_used.setdefault(leaf, {}), request, sign)
         node = self._nodes.get(leaf)
         if self._stale:
             return
         if node is None:
             # Pods of a leaf outside the live tree still hold capacity.
-            _add_into(self._outside_used, request, sign)
+            add_amounts(self._outside_used, request, sign)
             self._root_total_changed(request)
             return
         for resource in node.part:
@@ -294,7 +289,7 @@ class QuotaTree:
         child_mins: dict[str, dict[str, int]] = {}
         for cfg in configs.values():
             if cfg.parent is not None and cfg.parent in configs:
-                _add_into(child_mins.setdefault(cfg.parent, {}), cfg.min, 1)
+                add_amounts(child_mins.setdefault(cfg.parent, {}), cfg.min, 1)
         for parent_name, sums in child_mins.items():
             parent_cfg = configs[parent_name]
             if parent_cfg.is_leaf or parent_name in problems:
@@ -414,7 +409,7 @@ class QuotaTree:
         self._outside_used = {}
         for leaf, used in self._leaf_used.items():
             if leaf not in self._nodes:
-                _add_into(self._outside_used, used, 1)
+                add_amounts(self._outside_used, used, 1)
         for node in reversed(order):
             raw_source = self._leaf_raw.get(node.name, {}) if node.is_leaf else None
             used_source = self._leaf_used.get(node.name, {}) if node.is_leaf else None
