@@ -381,30 +381,29 @@ class Kube:
         what = f"{kind} {name}"
         if annotations is not None:
             body: dict[str, Any] = {"metadata": {"annotations": dict(annotations)}}
-            if namespace:
-                call = self.custom.patch_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, name, body,
-                    _content_type=_MERGE_PATCH, _preload_content=False,
-                )  # fmt: skip
-            else:
-                call = self.custom.patch_cluster_custom_object(
-                    GROUP, VERSION, plural, name, body,
-                    _content_type=_MERGE_PATCH, _preload_content=False,
-                )  # fmt: skip
+            call = self._merge_patch(namespace, plural, name, body, status=False)
             await self._discard(f"{what}: annotations", call)
         if status is not None:
-            body = {"status": dict(status)}
-            if namespace:
-                call = self.custom.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, namespace, plural, name, body,
-                    _content_type=_MERGE_PATCH, _preload_content=False,
-                )  # fmt: skip
-            else:
-                call = self.custom.patch_cluster_custom_object_status(
-                    GROUP, VERSION, plural, name, body,
-                    _content_type=_MERGE_PATCH, _preload_content=False,
-                )  # fmt: skip
+            call = self._merge_patch(namespace, plural, name, {"status": dict(status)}, status=True)
             await self._discard(f"{what}: status", call)
+
+    def _merge_patch(
+        self, namespace: str | None, plural: str, name: str, body: Any, *, status: bool
+    ) -> Any:
+        """The merge-patch call for a namespaced or cluster-scoped object, or its status."""
+        api = self.custom
+        options = {"_content_type": _MERGE_PATCH, "_preload_content": False}
+        if namespace:
+            method = (
+                api.patch_namespaced_custom_object_status
+                if status
+                else api.patch_namespaced_custom_object
+            )
+            return method(GROUP, VERSION, namespace, plural, name, body, **options)
+        method = (
+            api.patch_cluster_custom_object_status if status else api.patch_cluster_custom_object
+        )
+        return method(GROUP, VERSION, plural, name, body, **options)
 
     # ------------------------------------------------------------ leader lease
 
