@@ -42,7 +42,6 @@ class Actuator:
         self._writes = asyncio.Semaphore(concurrency)
         self._events = asyncio.Semaphore(max(4, concurrency // 4))
         self._tasks: set[asyncio.Task[None]] = set()
-        self.admissions = 0  # admitted and written (metrics, bench)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -108,7 +107,6 @@ class Actuator:
                 return
             handle.gates = tuple(g for g in handle.gates if g != ADMISSION_GATE)
             handle.has_labels = handle.has_labels or capacity is not None
-            self.admissions += 1
             await self._event(key, "Admitted", message)
             return
         if capacity is not None:

@@ -2,7 +2,7 @@
 
 One `Kube` is created at start-up by the entry point (quotree_main) and shared: the operator
 lists, watches and writes through it, and the webhooks get it as their `WebhookApi`
-(quotree_webhooks/state.py) without importing this package. Every call converts the
+(quotree_webhooks/settings.py) without importing this package. Every call converts the
 client's exceptions into `KubeError` (status code + one-line message), so nothing else
 imports kubernetes_asyncio (an import-linter contract in pyproject.toml says so). Responses
 that are not read are not deserialized (`_preload_content=False`): at thousands of pods,
@@ -52,6 +52,12 @@ def _convert(exc: BaseException, what: str) -> KubeError:
     return KubeError(0, f"{what}: {type(exc).__name__}: {exc}")
 
 
+def _failed_call(exc: Exception) -> bool:
+    """An HTTP error or a network failure (aiohttp's own are known by their module)."""
+    failed = isinstance(exc, (TimeoutError, ApiException, OSError))
+    return failed or type(exc).__module__.startswith("aiohttp")
+
+
 class Kube:
     """The API calls quotree makes, and nothing else."""
 
@@ -82,10 +88,8 @@ class Kube:
     async def _call(self, what: str, coro: Any) -> Any:
         try:
             response = await coro
-        except (TimeoutError, ApiException, OSError) as exc:
-            raise _convert(exc, what) from None
-        except Exception as exc:  # aiohttp's client errors, without importing aiohttp here
-            if type(exc).__module__.startswith("aiohttp"):
+        except Exception as exc:
+            if _failed_call(exc):
                 raise _convert(exc, what) from None
             raise
         status = getattr(response, "status", 200)
@@ -186,11 +190,9 @@ class Kube:
                         logger.warning("pod watch: unreadable event %r", line[:200])
                         continue
                     yield event
-        except (TimeoutError, OSError) as exc:
-            raise KubeError(0, f"watch pods: {type(exc).__name__}: {exc}") from None
-        except Exception as exc:  # aiohttp's client errors, without importing aiohttp here
-            if type(exc).__module__.startswith("aiohttp"):
-                raise KubeError(0, f"watch pods: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:
+            if _failed_call(exc):
+                raise _convert(exc, "watch pods") from None
             raise
         finally:
             response.close()

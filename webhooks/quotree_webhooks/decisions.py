@@ -185,7 +185,7 @@ class PodMutation:
 def review_pod_create(
     engine: Engine, pod: Mapping[str, Any], namespace: str, never_gated: Iterable[str] = ()
 ) -> PodMutation:
-    """Which quota a new pod is charged to (api.md, "Pods"), as label and gate changes.
+    """Which quota a new pod is charged to (docs/webhooks.md), as label and gate changes.
 
     Pods in system namespaces, the operator's namespace and `never_gated` are
     left alone; so are pods no quota covers (unless there is a default quota).

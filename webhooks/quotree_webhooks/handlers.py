@@ -165,7 +165,7 @@ async def _validate(kwargs: Mapping[str, Any]) -> None:
     operations=["CREATE", "UPDATE", "DELETE"],
 )
 async def validate_cohort(**kwargs: Any) -> None:
-    """Configuration rules for a Cohort (semantics.md); dry-run answered the same."""
+    """Configuration rules for a Cohort (docs/webhooks.md); dry-run answered the same."""
     await _validate(kwargs)
 
 
@@ -177,7 +177,7 @@ async def validate_cohort(**kwargs: Any) -> None:
     operations=["CREATE", "UPDATE", "DELETE"],
 )
 async def validate_elasticquota(**kwargs: Any) -> None:
-    """Configuration rules for an ElasticQuota (semantics.md); dry-run answered the same."""
+    """Configuration rules for an ElasticQuota (docs/webhooks.md); dry-run answered the same."""
     await _validate(kwargs)
 
 
