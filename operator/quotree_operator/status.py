@@ -27,6 +27,8 @@ __all__ = [
     "summary",
 ]
 
+#: The resource lists in status and annotations; `request` (the API's field name) shows the
+#: demand, as docs/design.md defines it.
 ANNOTATIONS = ("request", "runtime", "used")
 
 

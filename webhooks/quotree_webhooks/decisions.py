@@ -207,7 +207,7 @@ def review_pod_create(
     raw_gates = spec.get("schedulingGates")
     existing = [dict(g) for g in raw_gates if isinstance(g, Mapping)] if raw_gates else []
     gates: list[dict[str, Any]] | None = None
-    # A pod bound to a node at creation cannot carry gates (the API refuses them);
+    # A pod bound to a cluster node at creation cannot carry gates (the API refuses them);
     # the operator counts it as admitted.
     if not spec.get("nodeName") and not any(g.get("name") == ADMISSION_GATE for g in existing):
         gates = [*existing, {"name": ADMISSION_GATE}]

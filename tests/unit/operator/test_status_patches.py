@@ -3,39 +3,11 @@ it there, and when a condition's lastTransitionTime moves (quotree_operator/stat
 
 from __future__ import annotations
 
-from typing import Any
-
-from quotree import Engine, PodFacts, parse_node
+from quotree import Engine, PodFacts
 from quotree_operator.status import Desired, StatusMemory, conditions, desired, status_patch
+from tests.unit.objects import cohort, engine_with, quota
 
 T0, T1 = "2026-11-22T07:00:00Z", "2026-11-22T08:00:00Z"
-
-
-def cohort(name: str, parent: str | None = None, **spec: Any) -> dict[str, Any]:
-    body = {"parent": parent, **spec} if parent else dict(spec)
-    return {
-        "apiVersion": "quotree.io/v1alpha1",
-        "kind": "Cohort",
-        "metadata": {"name": name},
-        "spec": body,
-    }
-
-
-def quota(name: str, parent: str | None = None, **spec: Any) -> dict[str, Any]:
-    body = {"parent": parent, **spec} if parent else dict(spec)
-    return {
-        "apiVersion": "quotree.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": name},
-        "spec": body,
-    }
-
-
-def engine_with(*objects: dict[str, Any]) -> Engine:
-    engine = Engine()
-    for obj in objects:
-        engine.set_config(parse_node(obj))
-    return engine
 
 
 def by_type(items: list[dict[str, str]]) -> dict[str, dict[str, str]]:
@@ -43,7 +15,9 @@ def by_type(items: list[dict[str, str]]) -> dict[str, dict[str, str]]:
 
 
 def test_valid_and_active_when_the_node_is_in_the_live_tree() -> None:
-    engine = engine_with(cohort("org", min={"cpu": "4"}), quota("team", "org", min={"cpu": "2"}))
+    engine = engine_with(
+        cohort("org", min={"cpu": "4"}), quota("team", "team", "org", min={"cpu": "2"})
+    )
     got = by_type(conditions(engine, "team", None))
     assert got["Valid"] == {
         "type": "Valid",
@@ -66,7 +40,7 @@ def test_an_unreadable_spec_makes_both_conditions_false() -> None:
 def test_own_problem_is_invalid_an_ancestors_problem_only_inactive() -> None:
     # `org` names a parent that does not exist (its own problem); `team` is fine itself,
     # but hangs below `org`, so it is valid and not active.
-    engine = engine_with(cohort("org", "nowhere"), quota("team", "org"))
+    engine = engine_with(cohort("org", "nowhere"), quota("team", "team", "org"))
     own = engine.tree.problems["org"]
     assert own.own
     org = by_type(conditions(engine, "org", None))
@@ -90,7 +64,9 @@ def test_own_problem_is_invalid_an_ancestors_problem_only_inactive() -> None:
 
 
 def test_desired_pod_counts_only_on_elastic_quotas_and_annotations_are_json() -> None:
-    engine = engine_with(cohort("org", min={"cpu": "4"}), quota("team", "org", min={"cpu": "2"}))
+    engine = engine_with(
+        cohort("org", min={"cpu": "4"}), quota("team", "team", "org", min={"cpu": "2"})
+    )
     engine.observe_pod(
         PodFacts(namespace="team", name="p", request={"cpu": 1000}, node_name="n1", phase="Running")
     )

@@ -19,35 +19,9 @@ from hypothesis import strategies as st
 from quotree import ADMISSION_GATE, CAPACITY_LABEL, QUOTA_LABEL, Engine, PodFacts, parse_node
 from quotree_webhooks import configurations, decisions, handlers
 from quotree_webhooks.settings import WebhookSettings, WebhookState
+from tests.unit.objects import cohort, engine_with, quota
 
 OPERATOR = "system:serviceaccount:quotree-system:quotree"
-
-
-def cohort(name: str, parent: str | None = None, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"parent": parent, **spec} if parent else dict(spec)
-    return {
-        "apiVersion": "quotree.io/v1alpha1",
-        "kind": "Cohort",
-        "metadata": {"name": name},
-        "spec": body,
-    }
-
-
-def quota(name: str, namespace: str, parent: str | None = None, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"parent": parent, **spec} if parent else dict(spec)
-    return {
-        "apiVersion": "quotree.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": body,
-    }
-
-
-def engine_with(*objects: dict[str, Any]) -> Engine:
-    engine = Engine()
-    for obj in objects:
-        engine.set_config(parse_node(obj))
-    return engine
 
 
 @pytest.fixture
