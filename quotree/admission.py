@@ -20,8 +20,10 @@ __all__ = [
     "capacity_labels",
     "fit_message",
     "non_preemptible_shortfall",
+    "reason_key",
     "room",
     "shortfall",
+    "waiting_for_victims",
     "why_not",
 ]
 
@@ -65,6 +67,17 @@ def room(node: TreeNode, pods: QuotaPods) -> dict[str, tuple[int, int]]:
         r: (node.runtime[r] - node.used[r], node.guarantee[r] - pods.non_preemptible_used.get(r, 0))
         for r in node.resources
     }
+
+
+def reason_key(node: TreeNode, short: Mapping[str, int], *, non_preemptible: bool) -> object:
+    """The numbers a Pending reason is built from: the text is redone only when they change."""
+    return (
+        non_preemptible,
+        tuple(
+            (r, short[r], node.used[r], node.runtime[r], node.guarantee[r], node.cap[r])
+            for r in short
+        ),
+    )
 
 
 def fit_message(name: str, node: TreeNode, record: PodRecord) -> str:

@@ -15,8 +15,16 @@ from typing import Literal
 
 from quotree.accounts import TreeNode
 from quotree.pods import PodRecord, QuotaPods, least_important_first
+from quotree.quantity import format_quantity
 
-__all__ = ["Eviction", "cover", "over_runtime", "preemption_victims", "reclaim_victims"]
+__all__ = [
+    "Eviction",
+    "cover",
+    "over_runtime",
+    "preemption_victims",
+    "reclaim_reason",
+    "reclaim_victims",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +45,17 @@ def over_runtime(node: TreeNode, pods: QuotaPods) -> dict[str, int]:
         if excess > 0:
             over[resource] = excess
     return over
+
+
+def reclaim_reason(name: str, node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) -> str:
+    """The Reclaimed event's text: which resources are over, with the numbers."""
+    used_now = {r: node.used[r] - pods.evicting.get(r, 0) for r in over}
+    detail = ", ".join(
+        f"{r} used {format_quantity(used_now[r], r)} > runtime "
+        f"{format_quantity(node.runtime[r], r)}"
+        for r in sorted(over)
+    )
+    return f"ElasticQuota {name} is above its runtime ({detail}); lent quota is reclaimed"
 
 
 def cover(

@@ -11,12 +11,13 @@ the resource and the numbers, and the one-line message built from them.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from quotree.models import NodeConfig
 from quotree.quantity import add_amounts, format_quantity
-from quotree.structure import Structure
+from quotree.structure import PendingView, Structure
 
 __all__ = [
     "Problem",
@@ -208,7 +209,19 @@ def quota_has_pods(quota: NodeConfig, admitted_pods: int) -> Problem | None:
 
 
 def _structure(configs: Mapping[str, NodeConfig]) -> Structure:
-    return configs if isinstance(configs, Structure) else Structure(configs)
+    """The configs as a Structure, without rebuilding the graph when there is one.
+
+    The webhook passes the engine's Structure, or a ChainMap of recently allowed
+    objects over it (`quotree_webhooks.decisions.RecentlyAllowed.view`).
+    """
+    if isinstance(configs, Structure):
+        return configs
+    if isinstance(configs, ChainMap) and isinstance(configs.maps[-1], Structure):
+        pending: dict[str, NodeConfig] = {}
+        for layer in reversed(configs.maps[:-1]):
+            pending.update(layer)
+        return PendingView(configs.maps[-1], pending)
+    return Structure(configs)
 
 
 def check_apply(configs: Mapping[str, NodeConfig], new: NodeConfig) -> Verdict:

@@ -22,10 +22,10 @@ import itertools
 from collections.abc import Iterable, Mapping
 
 from quotree.accounts import TreeNode
+from quotree.distribution import distribute
 from quotree.models import NodeConfig
 from quotree.quantity import add_amounts
 from quotree.rules import Problem, tree_problems
-from quotree.sharing import proportional, water_fill
 from quotree.structure import ROOT, Structure
 
 __all__ = ["ROOT", "QuotaTree"]
@@ -68,8 +68,8 @@ class QuotaTree:
     def config(self, name: str) -> NodeConfig | None:
         return self.structure.get(name)
 
-    def configs(self) -> Structure:
-        """Every Cohort and ElasticQuota by name (a Mapping), with its DiGraph."""
+    def configs(self) -> Mapping[str, NodeConfig]:
+        """Every Cohort and ElasticQuota by name: the `Structure`, graph included."""
         return self.structure
 
     def set_capacity(self, capacity: Mapping[str, int]) -> None:
@@ -132,8 +132,9 @@ class QuotaTree:
 
     def parent(self, node: TreeNode) -> TreeNode:
         """The live parent of a live node (the root for a top-level one), from the graph."""
-        name = self.structure.parent(node.name)
-        return self.root if name == ROOT or name is None else self._nodes[name]
+        for name in self.structure.graph.pred[node.name]:
+            return self.root if name == ROOT else self._nodes[name]
+        raise KeyError(node.name)  # every live node has a parent in the graph
 
     def ancestors(self, node: TreeNode) -> list[TreeNode]:
         """The live node's ancestors below the root, nearest first."""
@@ -256,7 +257,7 @@ class QuotaTree:
             root.runtime[resource] = root.guarantee[resource] = self.root_total(resource)
         for parent in (root, *order):
             for resource in parent.children_in:
-                self._distribute(parent, resource, None)
+                distribute(parent, resource, None, at_root=parent is root)
         self._dirty = {}
         # Every ElasticQuota, live or not: one that just went inactive must be looked at too.
         self.changed_quotas = {name for name, cfg in self.structure.items() if cfg.is_leaf}
@@ -325,82 +326,9 @@ class QuotaTree:
             if parent not in dirty:
                 continue
             hints = dirty.pop(parent)
-            for child in self._distribute(parent, resource, hints):
+            for child in distribute(parent, resource, hints, at_root=parent is self.root):
                 if child.is_quota:
                     self.changed_quotas.add(child.name)
                 elif resource in child.children_in and child not in dirty:
                     dirty[child] = {}
                     heapq.heappush(heap, (child.depth, next(counter), child))
-
-    def _distribute(
-        self, parent: TreeNode, resource: str, hints: dict[TreeNode, int] | None
-    ) -> list[TreeNode]:
-        """Share the parent's runtime among its children; returns the children that changed.
-
-        `hints` are the children whose demand changed (None: redo all). When
-        every child's target fits, before and after, only those are redone.
-        """
-        children = parent.children_in[resource]
-        total = parent.runtime[resource]
-        sum_min = parent.sum_min[resource]
-        scale_total = total if parent is self.root else max(total, parent.guarantee[resource])
-        roomy = sum_min <= scale_total and parent.sum_target[resource] <= total
-        was_roomy = parent.roomy.get(resource, False)
-        same_start = (
-            parent.last_total.get(resource) == total
-            and parent.last_scale_total.get(resource) == scale_total
-        )
-        parent.roomy[resource] = roomy
-        parent.last_total[resource] = total
-        parent.last_scale_total[resource] = scale_total
-        changed: list[TreeNode] = []
-        # A saturated parent, same total: when every changed child was short of its demand
-        # and still is (new demand above its old runtime), every water-filling round
-        # compares the same way and nobody's share moves.
-        if (
-            not roomy
-            and not was_roomy
-            and same_start
-            and hints is not None
-            and all(
-                old > child.runtime[resource] and child.demand[resource] > child.runtime[resource]
-                for child, old in hints.items()
-            )
-        ):
-            return changed
-        if roomy and was_roomy and hints is not None:
-            for child in hints:
-                runtime = child.target(resource)
-                if child.runtime[resource] != runtime:
-                    child.runtime[resource] = runtime
-                    changed.append(child)
-            return changed
-        if roomy:
-            for child in children:
-                runtime = child.target(resource)
-                low = child.min[resource]
-                if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != low:
-                    child.runtime[resource] = runtime
-                    child.guarantee[resource] = low
-                    changed.append(child)
-            return changed
-        names = [child.name for child in children]
-        mins = [child.min[resource] for child in children]
-        # Scale guarantees only when the mins exceed what the parent is
-        # guaranteed or holds (the cluster shrank), not when it is merely idle.
-        guarantees = proportional(scale_total, mins, names) if sum_min > scale_total else mins
-        bases = [min(c.demand[resource], g) for c, g in zip(children, guarantees, strict=True)]
-        leftover = total - sum(bases)
-        if leftover > 0:
-            needs = [c.demand[resource] - b for c, b in zip(children, bases, strict=True)]
-            weights = [child.weight[resource] for child in children]
-            extra = water_fill(leftover, needs, weights, names)
-        else:
-            extra = [0] * len(children)
-        for child, g, b, e in zip(children, guarantees, bases, extra, strict=True):
-            runtime = b + e
-            if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != g:
-                child.runtime[resource] = runtime
-                child.guarantee[resource] = g
-                changed.append(child)
-        return changed

@@ -21,7 +21,7 @@ import networkx as nx
 
 from quotree.models import NodeConfig
 
-__all__ = ["ROOT", "Structure"]
+__all__ = ["ROOT", "PendingView", "Structure"]
 
 #: Name of the cluster root in the graph; the slash keeps it apart from object names.
 ROOT = "quotree.io/cluster"
@@ -98,7 +98,7 @@ class Structure(Mapping[str, NodeConfig]):
         while walk is not None and walk != ROOT and walk not in seen:
             chain.append(walk)
             seen.add(walk)
-            walk = self.parent(walk) if walk in self._configs else None
+            walk = self.parent(walk) if walk in self else None
         return chain
 
     def cycles(self) -> list[list[str]]:
@@ -114,7 +114,7 @@ class Structure(Mapping[str, NodeConfig]):
         """The cycle `name` would close by taking `parent` as its parent, or None."""
         if parent == name:
             return [name]
-        if parent not in self._configs:
+        if parent not in self:
             return None
         chain = [parent, *self.chain_up(parent)]
         if name not in chain:
@@ -137,3 +137,40 @@ class Structure(Mapping[str, NodeConfig]):
             depth[child] = depth[parent] + 1
             order.append((str(child), str(parent), depth[child]))
         return order
+
+
+class PendingView(Structure):
+    """A `Structure` as it will be once `pending` objects (allowed, not yet seen) land.
+
+    Read-only and cheap: the base graph is not copied; parents and children are
+    answered from `pending` first. The webhook's rules see recent approvals this way.
+    """
+
+    def __init__(self, base: Structure, pending: Mapping[str, NodeConfig]) -> None:
+        self._base = base
+        self._pending = dict(pending)
+        self.graph = base.graph
+        self._configs = {**base._configs, **self._pending}
+
+    def set(self, config: NodeConfig) -> None:
+        raise TypeError("a PendingView is read-only")
+
+    def remove(self, name: str) -> None:
+        raise TypeError("a PendingView is read-only")
+
+    def parent(self, name: str) -> str | None:
+        config = self._pending.get(name)
+        if config is not None:
+            return ROOT if config.parent is None else config.parent
+        return self._base.parent(name)
+
+    def children(self, name: str) -> list[str]:
+        moved = [c for c in self._base.children(name) if c not in self._pending]
+        joined = [c.name for c in self._pending.values() if c.parent == name]
+        return sorted({*moved, *joined})
+
+    def cycles(self) -> list[list[str]]:
+        raise TypeError("ask the base Structure: a PendingView answers only local questions")
+
+    def live_order(self, excluded: Collection[str]) -> list[tuple[str, str, int]]:
+        raise TypeError("ask the base Structure: a PendingView answers only local questions")
