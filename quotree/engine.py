@@ -7,7 +7,7 @@ returns; `quotree simulate` does the same with no cluster and no delay
 quota. This module turns those inputs into records (which quota a pod is
 charged to, its raw request, admitted or pending); the decisions themselves
 are `decide.Decider`'s, and the rules behind them live in `resolution`,
-`runtime`, `admission`, `eviction` and `report`. It does no I/O and reads no
+`runtime`, `admission`, `eviction` and `status`. It does no I/O and reads no
 clock: time comes in as an argument.
 """
 
@@ -20,7 +20,6 @@ from quotree.decide import Decider, Decisions
 from quotree.eviction import Eviction
 from quotree.models import NodeConfig, PodFacts
 from quotree.pods import PodRecord, PodState, QuotaPods
-from quotree.report import NodeReport, node_report
 from quotree.resolution import (
     DEFAULT_SYSTEM_NAMESPACES,
     Coverage,
@@ -28,6 +27,7 @@ from quotree.resolution import (
     namespaces_of,
     never_gated,
 )
+from quotree.status import NodeReport, node_report
 
 __all__ = [
     "DEFAULT_SYSTEM_NAMESPACES",

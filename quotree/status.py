@@ -1,4 +1,4 @@
-"""The numbers a Cohort's or ElasticQuota's status shows, in base units.
+"""The numbers a Cohort's or ElasticQuota's status shows, in base units (`NodeReport`).
 
 Why a module of its own: the operator's status writer and `quotree simulate`
 print the same report; it reads the tree and the pods and decides nothing.
