@@ -4,7 +4,7 @@ Why a module of its own: the DiGraph (`structure.py`) says who is whose
 parent; a `TreeNode` says, per resource, what a node asks for, what it is
 given and what it holds. `QuotaTree` (`runtime.py`) keeps one `TreeNode` per
 live node, keyed by name, and looks parents and children up in the graph.
-The names follow semantics.md ("Per node").
+The names follow the semantics ("Per node").
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ class TreeNode:
         self.name = name
         self.config = config  # None for the cluster root
         self.depth = depth  # 0 for the root; orders the top-down runtime pass
-        #: The resources the node takes part in (semantics.md, "The tree").
+        #: The resources the node takes part in (the semantics, "The tree").
         self.resources: frozenset[str] = frozenset()
         #: Per resource, the children taking part in it (from the graph, at each rebuild).
         self.children_in: dict[str, list[TreeNode]] = {}
-        # From the configuration (semantics.md, "Per node"):
+        # From the configuration (the semantics, "Per node"):
         self.min: dict[str, int] = {}
         self.cap: dict[str, int] = {}
         self.floor: dict[str, int] = {}

@@ -1,6 +1,6 @@
 """Does a pending pod fit its quota, and if not, why: the numbers and the words.
 
-Why a module of its own: semantics.md's "Admission" and "In-quota and
+Why a module of its own: the semantics' "Admission" and "In-quota and
 over-quota pods" are small rules whose text users read (Pending events,
 `Admitted` events, the capacity label). The engine asks these pure
 functions; the messages are built here and nowhere else.

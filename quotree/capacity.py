@@ -4,7 +4,7 @@ Why a module of its own: the operator (from its Node watch) and `quotree
 simulate` (from Node documents) must agree on the root's total, so both hand
 the Node object to `node_allocatable` and the engine to `Engine.set_cluster_node`.
 
-The rule (semantics.md, "Capacity": Ready, schedulable nodes): a cluster node
+The rule (the semantics, "Capacity": Ready, schedulable nodes): a cluster node
 counts unless it is being deleted (`metadata.deletionTimestamp`), cordoned
 (`spec.unschedulable`), or reports a `Ready` condition other than "True". A
 node with no `Ready` condition at all counts: the kubelet always reports one,

@@ -2,7 +2,7 @@
 
 Why a module of its own: `Engine` (engine.py) keeps its records current from
 what the cluster shows; `Decider` holds those records and takes the
-decisions of semantics.md on them ("Admission", "In-quota preemption",
+decisions of the semantics on them ("Admission", "In-quota preemption",
 "Reclaim", "In-quota and over-quota pods"), asking `admission` and `eviction`
 for the rules and the words. `decide(now)` returns what the cluster should be
 made to look like; time comes in as an argument.
@@ -165,9 +165,13 @@ class Decider:
         reason: str,
         out: Decisions,
     ) -> None:
-        """Ask for the pod's eviction; its resources count as freed until it is gone."""
+        """Ask for the pod's eviction."""
         assert record.quota is not None
         out.evictions.append(Eviction(record.key, record.quota, kind, reason))
+        self._eviction_asked(record, kind, reason)
+
+    def _eviction_asked(self, record: PodRecord, kind: str, reason: str) -> None:
+        """The pod's resources count as on their way back until the pod is gone."""
         self._set_evicting(record, True)
 
     def _admit_pending(

@@ -1,4 +1,4 @@
-"""One parent shares its runtime among its children: semantics.md's "Runtime", steps 1 to 5.
+"""One parent shares its runtime among its children: the semantics' "Runtime", steps 1 to 5.
 
 Why a module of its own: this is the rule itself, for one parent and one
 resource, apart from the bookkeeping that decides which parents must redo it

@@ -55,7 +55,6 @@ class Engine(Decider):
         #: Namespaces never gated (`resolution.never_gated`, plus Kubernetes' own).
         self.system_namespaces = never_gated(None, system_namespaces)
         self.coverage = Coverage(self.system_namespaces, default_quota)
-        self.default_quota = default_quota
         self._cluster_nodes: dict[str, dict[str, int]] = {}
         self._ns_pods: dict[str, set[str]] = {}  # namespace -> keys of its pods
         self._arrivals = itertools.count()
@@ -109,7 +108,7 @@ class Engine(Decider):
         return self.coverage.covering(namespace)
 
     def resolve(self, namespace: str, labels: Mapping[str, str]) -> Resolution:
-        """Which quota a pod of `namespace` with `labels` is charged to (api.md, Pods)."""
+        """Which quota a pod of `namespace` with `labels` is charged to (the API's "Pods" rules)."""
         return self.coverage.resolve(namespace, labels)
 
     # ------------------------------------------------------------ pods

@@ -1,6 +1,6 @@
 """Which admitted pods to evict: in-quota preemption victims and reclaim victims.
 
-Why a module of its own: semantics.md's "In-quota preemption" and "Reclaim"
+Why a module of its own: the semantics' "In-quota preemption" and "Reclaim"
 are two questions with one shape (free this much from a quota's admitted,
 preemptible pods, taking the least important first), and the rule for which
 pods go is a promise users read in the in-quota / over-quota labels. Pure

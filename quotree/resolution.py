@@ -4,7 +4,7 @@ Why a module of its own: the mutating webhook (labels and gates a new pod),
 the operator's engine (charges the pod) and `quotree simulate` must give the
 same answer for the same pod, and the set of namespaces left alone must be
 the same in the webhook configurations, the webhook handlers and the engine.
-api.md ("Pods") is the contract; `resolve` and `never_gated` are its only
+The API's "Pods" rules are the contract; `resolve` and `never_gated` are their only
 implementation.
 """
 
@@ -73,7 +73,7 @@ class Coverage:
         return sorted(self._covering.get(namespace, ()))
 
     def resolve(self, namespace: str, labels: Mapping[str, str]) -> Resolution:
-        """Which quota a pod of `namespace` with `labels` is charged to (api.md, Pods)."""
+        """Which quota a pod of `namespace` with `labels` is charged to (the API's "Pods" rules)."""
         if namespace in self.never_gated:
             return Resolution(None)
         candidates = self.covering(namespace)

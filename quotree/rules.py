@@ -1,4 +1,4 @@
-"""The configuration rules of semantics.md, each written once.
+"""The configuration rules of the semantics, each written once.
 
 Why a module of its own: the same rules are asked two ways. The validating
 webhook (and `quotree simulate` while it loads its input) asks "may this

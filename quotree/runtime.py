@@ -1,6 +1,6 @@
 """Demand and runtime per resource over the live tree, kept current incrementally.
 
-Why a module of its own: this is semantics.md's "Runtime" section, the part
+Why a module of its own: this is the semantics' "Runtime" section, the part
 of the engine whose cost matters. The structure (parents, children, cycles,
 order) is asked of the DiGraph in `structure.py`; the accounting lives in one
 `TreeNode` per live node (`accounts.py`), keyed by name.
@@ -43,7 +43,6 @@ class QuotaTree:
         self.root = TreeNode(ROOT, None, 0)
         self._order: list[TreeNode] = []  # live nodes, parents before children
         self._problems: dict[str, Problem] = {}
-        self.resources: frozenset[str] = frozenset()
         self._stale = True
         self._capacity: dict[str, int] = {}
         self._unmanaged: dict[str, int] = {}
@@ -208,7 +207,7 @@ class QuotaTree:
                 mine |= below[child.name]
             below[node.name] = mine
         top = live_children(ROOT)
-        self.root.resources = self.resources = frozenset().union(*(below[c.name] for c in top))
+        self.root.resources = frozenset().union(*(below[c.name] for c in top))
         above: dict[str, set[str]] = {ROOT: set()}
         for node in self._order:
             parent = self.structure.parent(node.name)

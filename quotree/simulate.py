@@ -18,12 +18,12 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
 from quotree.capacity import node_allocatable
-from quotree.engine import Decisions, Engine, Eviction, PodRecord, PodState
+from quotree.engine import Decisions, Engine, PodRecord, PodState
 from quotree.models import GROUP, VERSION, ConfigError, NodeConfig, parse_node, pod_facts
 from quotree.quantity import format_quantity
 from quotree.rules import check_apply
@@ -110,15 +110,8 @@ class SimulatedEngine(Engine):
             pass
         return out
 
-    def _evict(
-        self,
-        record: PodRecord,
-        kind: Literal["Preempted", "Reclaimed"],
-        reason: str,
-        out: Decisions,
-    ) -> None:
-        assert record.quota is not None
-        out.evictions.append(Eviction(record.key, record.quota, kind, reason))
+    def _eviction_asked(self, record: PodRecord, kind: str, reason: str) -> None:
+        # No cluster to wait for: the pod is gone at once, and its room with it.
         record.reason = reason
         self.forget_pod(record.key)
         record.state = PodState.PREEMPTED if kind == "Preempted" else PodState.RECLAIMED
@@ -210,7 +203,7 @@ def _pod_entry(record: PodRecord) -> dict[str, Any]:
 
 
 def to_json(sim: Simulation) -> dict[str, Any]:
-    """The stable JSON report of api.md."""
+    """The stable JSON report of the API contract."""
     engine = sim.engine
     nodes: dict[str, Any] = {}
     for config in sorted(sim.configs, key=lambda c: c.name):
