@@ -54,8 +54,7 @@ class Process:
 def webhook_settings(config: OperatorConfig) -> WebhookSettings:
     """The webhooks' settings, from the operator's configuration (environment variables)."""
     return WebhookSettings(
-        operator_namespace=config.namespace,
-        system_namespaces=config.system_namespaces,
+        never_gated=config.never_gated,
         host=config.webhook_host,
         port=config.webhook_port,
         cert_dir=config.cert_dir,

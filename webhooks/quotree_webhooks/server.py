@@ -166,8 +166,7 @@ class QuotreeWebhookServer(kopf.WebhookServer):
                 client_config = self._client_config(dict(from_kopf))
                 mutating, validating = build_configurations(
                     client_config,
-                    operator_namespace=self.settings.operator_namespace,
-                    system_namespaces=self.settings.system_namespaces,
+                    never_gated=self.settings.never_gated,
                     operator_username=username,
                 )
                 await _retry(
