@@ -19,6 +19,7 @@ __all__ = [
     "OVER_QUOTA",
     "capacity_labels",
     "fit_message",
+    "in_quota_order",
     "non_preemptible_shortfall",
     "reason_key",
     "room",
@@ -125,12 +126,17 @@ def waiting_for_victims(record: PodRecord) -> str:
     return f"waiting for {len(record.victims)} preempted pods to release their resources"
 
 
+def in_quota_order(record: PodRecord) -> tuple[int, int]:
+    """The order in-quota labels are given in: higher priority first, then admitted earlier."""
+    return (-record.facts.priority, record.admitted_seq)
+
+
 def capacity_labels(node: TreeNode, pods: QuotaPods) -> dict[str, str]:
     """in-quota / over-quota for every admitted pod: by priority, then admission, within min."""
     running: dict[str, int] = dict.fromkeys(node.resources, 0)
     within = True
     labels = {}
-    for record in sorted(pods.admitted.values(), key=lambda r: (-r.facts.priority, r.admitted_seq)):
+    for record in sorted(pods.admitted.values(), key=in_quota_order):
         if within:
             for resource in node.resources:
                 running[resource] += record.request.get(resource, 0)

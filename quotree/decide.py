@@ -149,7 +149,7 @@ class Decider:
         since = self._over_since.setdefault(name, now)
         if now - since < self.reclaim_delay:
             return False
-        victims = reclaim_victims(pods, over)
+        victims = reclaim_victims(node, pods, over)
         if not victims:
             return False
         reason = reclaim_reason(name, node, pods, over)

@@ -271,3 +271,33 @@ def test_reclaim_takes_what_it_can_when_non_preemptible_pods_hold_the_rest() -> 
     s = states(eng)
     assert s["a/p0"] == "reclaimed"
     assert all(s[f"a/np{i}"] == "admitted" for i in range(6))
+
+
+def test_reclaim_takes_the_latest_admitted_not_the_newest_created() -> None:
+    # x was created after y but admitted before it: x is in-quota, y over-quota.
+    eng = engine(quota("a", min=1, max=10), quota("b", min=9, max=10), capacity=10)
+    arrive(eng, pod("a", "x", 1, created=2), pod("a", "y", 1, created=1))
+    assert {eng.pods[k].capacity for k in ("a/x", "a/y")} == {"in-quota", "over-quota"}
+    assert eng.pods["a/x"].capacity == "in-quota"
+    arrive(eng, pod("b", "b", 9))
+    assert states(eng) == {"a/x": "admitted", "a/y": "reclaimed", "b/b": "admitted"}
+
+
+def test_reclaim_never_spares_an_over_quota_pod_while_an_in_quota_one_goes() -> None:
+    eng = engine(quota("a", min=2, max=10), quota("b", min=8, max=10), capacity=10)
+    arrive(
+        eng,
+        pod("a", "big", 2, priority=5),  # in-quota
+        pod("a", "np", 1, priority=3, preemptible=False),  # over-quota, never evicted
+        pod("a", "small", 1, priority=0),  # over-quota
+    )
+    assert [eng.pods[f"a/{n}"].capacity for n in ("big", "np", "small")] == [
+        "in-quota",
+        "over-quota",
+        "over-quota",
+    ]
+    arrive(eng, pod("b", "b", 8))
+    # a must free 2: small (1) is not enough, so big goes too; small is not given back
+    # even though big alone would do, since big is in-quota and small over-quota.
+    s = states(eng)
+    assert (s["a/big"], s["a/small"], s["a/np"]) == ("reclaimed", "reclaimed", "admitted")

@@ -13,8 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotree.accounts import TreeNode
+from quotree.admission import IN_QUOTA, OVER_QUOTA
 from quotree.engine import Engine
+from quotree.eviction import over_runtime
 from quotree.models import NodeConfig
+from quotree.pods import PodRecord
+from quotree.simulate import SimulatedEngine
 
 RESOURCES = ("x", "y")
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -198,3 +202,84 @@ def test_incremental_equals_full_recomputation(scenario: Scenario, rnd: random.R
     incremental = runtime_map(eng)
     eng.tree.recompute()
     assert runtime_map(eng) == incremental
+
+
+class LabelWatch(SimulatedEngine):
+    """The simulator's engine, noting every in-quota pod reclaimed while an over-quota
+    preemptible pod of its quota that could have gone instead stays admitted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken: list[tuple[str, str]] = []
+
+    def _eviction_asked(self, record: PodRecord, kind: str, reason: str) -> None:
+        if kind == "Reclaimed" and record.capacity == IN_QUOTA and record.quota:
+            node = self.tree.node(record.quota)
+            assert node is not None
+            pods = self._quota_pods[record.quota]
+            over = over_runtime(node, pods)  # what is still over, this victim not yet gone
+            for other in pods.admitted.values():
+                if (
+                    other is not record
+                    and other.capacity == OVER_QUOTA
+                    and other.preemptible
+                    and not other.evicting
+                    and any(other.request.get(r, 0) > 0 for r in over)
+                ):
+                    self.broken.append((record.key, other.key))
+        super()._eviction_asked(record, kind, reason)
+
+
+lender_pods = st.lists(
+    st.tuples(
+        st.integers(1, 4),  # request
+        st.integers(0, 3),  # priority
+        st.floats(0, 100),  # creation time (admission order may differ)
+        st.booleans(),  # preemptible
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@PROPERTY
+@given(
+    scenarios(),
+    st.integers(1, 10),
+    st.integers(1, 10),
+    lender_pods,
+    st.lists(st.integers(1, 4), max_size=6),
+)
+def test_no_in_quota_pod_is_reclaimed_while_an_over_quota_one_stays(
+    scenario: Scenario,
+    min_a: int,
+    min_b: int,
+    a_pods: list[tuple[int, int, float, bool]],
+    b_pods: list[int],
+) -> None:
+    """Labels are a promise: reclaim takes every over-quota preemptible pod that helps
+    (requests a resource the quota is still over in) before any in-quota pod.
+
+    Random trees and pod streams, and a focused story: quota a borrows b's idle min
+    with pods of mixed sizes, priorities and creation times, then b takes it back.
+    """
+    eng = LabelWatch()
+    for config in scenario.configs:
+        eng.set_config(config)
+    eng.set_cluster_node("node-1", scenario.capacity)
+    arrive_all(eng, scenario)
+    assert eng.broken == []
+    story = LabelWatch()
+    story.set_config(quota("a", min=min_a, max=min_a + min_b))
+    story.set_config(quota("b", min=min_b))
+    story.set_cluster_node("node-1", {"x": min_a + min_b})
+    for i, (amount, priority, created, preemptible) in enumerate(a_pods):
+        facts = pod(
+            "a", f"a{i}", amount, priority=priority, created=created, preemptible=preemptible
+        )
+        story.observe_pod(facts)
+        story.decide()
+    for i, amount in enumerate(b_pods):
+        story.observe_pod(pod("b", f"b{i}", amount, created=200 + i))
+        story.decide()
+    assert story.broken == []
