@@ -21,6 +21,8 @@ import heapq
 import itertools
 from collections.abc import Iterable, Mapping
 
+import networkx as nx
+
 from quotree.accounts import TreeNode
 from quotree.distribution import distribute
 from quotree.models import NodeConfig
@@ -112,7 +114,7 @@ class QuotaTree:
             add_amounts(self._outside_used, request, sign)
             self._root_total_changed(request)
             return
-        path = [node, *self.ancestors(node)]
+        path = [node, *self.ancestors(node), self.root]
         for resource in node.resources:
             amount = request.get(resource, 0)
             if amount:
@@ -138,6 +140,15 @@ class QuotaTree:
     def ancestors(self, node: TreeNode) -> list[TreeNode]:
         """The live node's ancestors below the root, nearest first."""
         return [self._nodes[name] for name in self.structure.chain_up(node.name)]
+
+    def quotas_below(self, node: TreeNode) -> list[TreeNode]:
+        """The live ElasticQuotas in `node`'s subtree (every one, for the root), by name."""
+        if node is self.root:
+            return sorted((n for n in self._order if n.is_quota), key=lambda n: n.name)
+        below = nx.descendants(self.structure.graph, node.name)
+        return [
+            self._nodes[n] for n in sorted(below) if n in self._nodes and self._nodes[n].is_quota
+        ]
 
     @property
     def problems(self) -> Mapping[str, Problem]:
@@ -253,6 +264,7 @@ class QuotaTree:
                 parent.sum_min[resource] = sum(c.min[resource] for c in children)
                 parent.sum_target[resource] = sum(c.target(resource) for c in children)
         for resource in root.resources:
+            root.used[resource] = sum(c.used[resource] for c in root.children_in[resource])
             root.runtime[resource] = root.guarantee[resource] = self.root_total(resource)
         for parent in (root, *order):
             for resource in parent.children_in:

@@ -1,6 +1,6 @@
 """Admission, in-quota preemption, reclaim and in-quota / over-quota labels (semantics.md)."""
 
-from builders import R, arrive, engine, pod, quota, runtimes, states
+from builders import R, arrive, cohort, engine, pod, quota, runtimes, states
 
 from quotree.engine import Engine
 
@@ -142,9 +142,15 @@ def test_reclaim_waits_for_the_delay_in_operator_mode() -> None:
     assert eng.report("a").used == {R: 8}
     for i in range(4):
         eng.observe_pod(pod("b", f"b{i}", 1))
-    # b's runtime is its demand 4 and it is admitted at once; a's runtime drops to 6.
+    # b's runtime is its demand 4 and a's drops to 6, but a still holds 8 of the cluster's
+    # 10 until the reclaim: only 2 of b's pods fit now (issue 9: never over-admit), the
+    # other 2 wait for the 2 units lent to a.
     first = eng.decide(now=1)
-    assert len(first.admitted) == 4
+    assert len(first.admitted) == 2
+    assert first.pending["b/b2"] == (
+        "does not fit in the cluster: x: used 10 + request 1 > capacity 10; "
+        "waits for 1 x lent to ElasticQuota a, reclaimed in 30 s"
+    )
     assert not first.evictions  # a is over its runtime, but only for 1 s
     assert not eng.decide(now=20).evictions
     decisions = eng.decide(now=31.5)
@@ -155,8 +161,11 @@ def test_reclaim_waits_for_the_delay_in_operator_mode() -> None:
     assert not eng.decide(now=40).evictions
     for victim in decisions.evictions:
         eng.forget_pod(victim.pod)
-    assert not eng.decide(now=41).evictions
+    last = eng.decide(now=41)
+    assert not last.evictions
+    assert sorted(key for key, _ in last.admitted) == ["b/b2", "b/b3"]
     assert eng.report("a").used == {R: 6}
+    assert eng.report("b").used == {R: 4}
 
 
 def test_refused_eviction_is_retried() -> None:
@@ -301,3 +310,76 @@ def test_reclaim_never_spares_an_over_quota_pod_while_an_in_quota_one_goes() -> 
     # even though big alone would do, since big is in-quota and small over-quota.
     s = states(eng)
     assert (s["a/big"], s["a/small"], s["a/np"]) == ("reclaimed", "reclaimed", "admitted")
+
+
+def issue_9_story(delay: float) -> Engine:
+    eng = engine(
+        cohort("c", min=4, max=4),
+        quota("a", "c", min=2),
+        quota("b", "c", min=2),
+        capacity=100,
+        reclaim_delay=delay,
+        instant_evictions=False,
+    )
+    for i in range(4):
+        eng.observe_pod(pod("a", f"a{i}", 1))
+    eng.decide(now=0)
+    assert eng.report("a").used == {R: 4}  # a borrows b's idle min
+    return eng
+
+
+def test_the_cohort_never_holds_more_than_its_max_while_lent_quota_is_reclaimed() -> None:
+    eng = issue_9_story(delay=30.0)
+    eng.observe_pod(pod("b", "b0", 1))
+    eng.observe_pod(pod("b", "b1", 1))
+    first = eng.decide(now=5)
+    assert first.admitted == []  # b fits its own runtime (2), but the Cohort is full
+    assert first.pending["b/b0"] == (
+        "does not fit in Cohort c: x: used 4 + request 1 > runtime 4; "
+        "waits for 1 x lent to ElasticQuota a, reclaimed in 30 s"
+    )
+    assert eng.report("c").used == {R: 4}
+    assert not eng.decide(now=20).evictions
+    reclaim = eng.decide(now=35)
+    assert sorted(e.pod for e in reclaim.evictions) == ["a/a2", "a/a3"]
+    assert reclaim.admitted == []  # the victims still hold their resources
+    assert "being evicted" in eng.pods["b/b0"].reason
+    for eviction in reclaim.evictions:
+        eng.forget_pod(eviction.pod)
+    assert sorted(k for k, _ in eng.decide(now=36).admitted) == ["b/b0", "b/b1"]
+    assert eng.report("c").used == {R: 4}
+
+
+def test_reclaim_delay_zero_reclaims_at_once() -> None:
+    eng = issue_9_story(delay=0.0)
+    eng.observe_pod(pod("b", "b0", 1))
+    decisions = eng.decide(now=1)
+    assert [e.pod for e in decisions.evictions] == ["a/a3"]
+    assert decisions.admitted == []
+    assert "lent to ElasticQuota a, being evicted" in eng.pods["b/b0"].reason
+
+
+def test_a_shrunken_cluster_admits_nothing_until_usage_is_back_under_capacity() -> None:
+    eng = engine(
+        quota("a", min=5),
+        quota("b", min=5),
+        capacity=10,
+        reclaim_delay=30.0,
+        instant_evictions=False,
+    )
+    for i in range(5):
+        eng.observe_pod(pod("a", f"a{i}", 1))
+    eng.decide(now=0)
+    eng.set_cluster_node("node-1", {R: 6})  # a node is gone: the mins are scaled to 3 each
+    eng.observe_pod(pod("b", "b0", 2))
+    decisions = eng.decide(now=1)
+    assert runtimes(eng) == {"a": 4, "b": 2}
+    assert decisions.admitted == []  # b fits its runtime, the cluster does not hold it
+    assert decisions.pending["b/b0"] == (
+        "does not fit in the cluster: x: used 5 + request 2 > capacity 6; "
+        "waits for 1 x lent to ElasticQuota a, reclaimed in 30 s"
+    )
+    reclaim = eng.decide(now=31)
+    assert [e.pod for e in reclaim.evictions] == ["a/a4"]
+    eng.forget_pod("a/a4")
+    assert [k for k, _ in eng.decide(now=32).admitted] == ["b/b0"]

@@ -283,3 +283,112 @@ def test_no_in_quota_pod_is_reclaimed_while_an_over_quota_one_stays(
         story.observe_pod(pod("b", f"b{i}", amount, created=200 + i))
         story.decide()
     assert story.broken == []
+
+
+def admitted_below(eng: Engine) -> dict[str, dict[str, int]]:
+    """Admitted usage under every live Cohort and the root, summed from the pod records.
+
+    Pods whose eviction is in flight count: they hold their resources until they are gone.
+    """
+    totals: dict[str, dict[str, int]] = {}
+    for record in eng.pods.values():
+        if record.state != "admitted" or record.quota is None:
+            continue
+        node = eng.tree.node(record.quota)
+        if node is None:
+            continue
+        for above in [*eng.tree.ancestors(node), eng.tree.root]:
+            sums = totals.setdefault(above.name, {})
+            for r in node.resources:
+                sums[r] = sums.get(r, 0) + record.request.get(r, 0)
+    return totals
+
+
+@st.composite
+def lender_stories(draw: st.DrawFn) -> Scenario:
+    """Quota a borrows b's idle min (under a Cohort or not), then b asks for it back."""
+    min_a, min_b = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    parent = "c" if draw(st.booleans()) else None
+    configs = [quota("a", parent, min=min_a), quota("b", parent, min=min_b)]
+    if parent:
+        configs.insert(0, cohort("c", min=min_a + min_b, max=min_a + min_b))
+    extra = draw(st.integers(0, 3)) if parent else 0
+    capacity = {"x": min_a + min_b + extra, "y": 0}
+    sizes = st.integers(1, 3)
+    pods = [("a", {"x": n}, 0, True) for n in draw(st.lists(sizes, min_size=1, max_size=8))]
+    pods += [("b", {"x": n}, 0, True) for n in draw(st.lists(sizes, min_size=1, max_size=6))]
+    return Scenario(configs, capacity, pods)
+
+
+events = st.lists(
+    st.tuples(
+        st.sampled_from(["pod", "pod", "pod", "delete", "time", "gone", "shrink"]),
+        st.integers(0, 10**6),
+    ),
+    max_size=40,
+)
+
+
+@PROPERTY
+@given(st.one_of(scenarios(), lender_stories()), events, st.sampled_from([0.0, 5.0, 30.0]))
+def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
+    scenario: Scenario, stream: list[tuple[str, int]], delay: float
+) -> None:
+    """After any event, with a reclaim delay and time advancing: an ancestor (Cohort or the
+    cluster) that had a pod admitted below it holds at most its runtime, and one that holds
+    more (lent quota not reclaimed yet, a cluster that shrank) did not grow.
+
+    Usage is summed from the admitted pods, evictions in flight included.
+    """
+    eng = engine(
+        *scenario.configs,
+        capacity=scenario.capacity,
+        instant_evictions=False,
+        reclaim_delay=delay,
+    )
+    quotas = [c.name for c in scenario.configs if c.is_leaf]
+    now = 0.0
+    pods = iter(scenario.pods)
+    count = 0
+    # The drawn events, then every pod not yet arrived, then time and evictions going by.
+    tail = [("pod", 0)] * len(scenario.pods) + [("time", 39), ("gone", 0), ("time", 39)]
+    for kind, draw in [*stream, *tail]:
+        before = admitted_below(eng)
+        if kind == "pod":
+            spec = next(pods, None)
+            if spec is None:
+                continue
+            q, request, priority, preemptible = spec
+            count += 1
+            eng.observe_pod(
+                pod(
+                    q, f"p{count}", request, priority=priority, created=now, preemptible=preemptible
+                )
+            )
+        elif kind == "delete" and eng.pods:
+            eng.forget_pod(sorted(eng.pods)[draw % len(eng.pods)])
+        elif kind == "time":
+            now += draw % 40
+        elif kind == "gone":
+            for key in [k for k, r in eng.pods.items() if r.evicting]:
+                eng.forget_pod(key)
+        elif kind == "shrink":
+            eng.set_cluster_node(
+                "node-1", {r: scenario.capacity[r] * (draw % 4) // 3 for r in RESOURCES}
+            )
+        decisions = eng.decide(now)
+        admitted_under = set()
+        for key, _ in decisions.admitted:
+            node = eng.tree.node(eng.pods[key].quota or "")
+            assert node is not None
+            admitted_under |= {a.name for a in [*eng.tree.ancestors(node), eng.tree.root]}
+        after = admitted_below(eng)
+        runtimes = {n.name: n.runtime for n in [eng.tree.root, *eng.tree.live_nodes()]}
+        for name, sums in after.items():
+            for r, used in sums.items():
+                runtime = runtimes[name][r]
+                if name in admitted_under:
+                    assert used <= runtime, (name, r, used, runtime)
+                elif used > runtime:
+                    assert used <= before.get(name, {}).get(r, 0), (name, r, used, runtime)
+    assert quotas  # the scenario always has quotas
