@@ -9,6 +9,7 @@ functions over a quota's pods and its tree node; the engine carries them out.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,8 +20,10 @@ from quotree.pods import PodRecord, QuotaPods, least_important_first
 from quotree.quantity import format_quantity
 
 __all__ = [
+    "EXACT_SEARCH_LIMIT",
     "Eviction",
     "cover",
+    "fewest_victims",
     "over_runtime",
     "preemption_victims",
     "reclaim_order",
@@ -128,6 +131,49 @@ def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) ->
     )
 
 
+#: In-quota preemption searches every set of victims exactly when there are at most this
+#: many candidates (at most 2**12 = 4,096 sets, a few milliseconds); above it, greedily.
+EXACT_SEARCH_LIMIT = 12
+
+
+def _frees(victims: tuple[PodRecord, ...], need: Mapping[str, int]) -> bool:
+    return all(
+        sum(v.request.get(r, 0) for v in victims) >= amount
+        for r, amount in need.items()
+        if amount > 0
+    )
+
+
+def fewest_victims(need: Mapping[str, int], candidates: list[PodRecord]) -> list[PodRecord]:
+    """The fewest candidates that free `need`, then the least important (lowest
+    priorities, then newest); [] when even all of them do not.
+
+    Exact (every set, smallest first) up to EXACT_SEARCH_LIMIT candidates that help;
+    above it, greedy least important first, then every victim not needed is given back.
+    """
+    helpful = [
+        c for c in candidates if any(c.request.get(r, 0) > 0 for r, a in need.items() if a > 0)
+    ]
+    helpful.sort(key=least_important_first)
+    if not _frees(tuple(helpful), need):
+        return []
+    if len(helpful) > EXACT_SEARCH_LIMIT:
+        return cover(need, helpful)
+    for size in range(1, len(helpful) + 1):
+        best: tuple[PodRecord, ...] | None = None
+        best_key: tuple[tuple[int, float, str], ...] = ()
+        for victims in itertools.combinations(helpful, size):
+            if not _frees(victims, need):
+                continue
+            # Compare the most important victim first: the set whose is less important wins.
+            key = tuple(sorted(map(least_important_first, victims), reverse=True))
+            if best is None or key < best_key:
+                best, best_key = victims, key
+        if best is not None:
+            return list(best)
+    return []  # not reached: all of them free enough
+
+
 def preemption_victims(
     pods: QuotaPods, record: PodRecord, short: Mapping[str, int]
 ) -> list[PodRecord]:
@@ -144,5 +190,4 @@ def preemption_victims(
         for r in pods.admitted.values()
         if r.preemptible and not r.evicting and r.facts.priority < priority
     ]
-    candidates.sort(key=least_important_first)
-    return cover(need, candidates)
+    return fewest_victims(need, candidates)

@@ -383,3 +383,34 @@ def test_a_shrunken_cluster_admits_nothing_until_usage_is_back_under_capacity() 
     assert [e.pod for e in reclaim.evictions] == ["a/a4"]
     eng.forget_pod("a/a4")
     assert [k for k, _ in eng.decide(now=32).admitted] == ["b/b0"]
+
+
+def test_preemption_takes_one_larger_pod_rather_than_four_small_ones() -> None:
+    # Lowest priority first, newest first, would take the four small, newer pods; the one
+    # older pod of the same low priority frees as much on its own.
+    eng = engine(quota("a", min=8, max=8), capacity=100)
+    arrive(
+        eng,
+        pod("a", "big", 4, priority=0, created=1),
+        *(pod("a", f"small{i}", 1, priority=0, created=2 + i) for i in range(4)),
+    )
+    arrive(eng, pod("a", "urgent", 4, priority=5))
+    s = states(eng)
+    assert s["a/big"] == "preempted"
+    assert [s[f"a/small{i}"] for i in range(4)] == ["admitted"] * 4
+    assert s["a/urgent"] == "admitted"
+
+
+def test_fewest_victims_then_lowest_priority_then_newest() -> None:
+    eng = engine(quota("a", min=8, max=8), capacity=100)
+    arrive(
+        eng,
+        pod("a", "mid", 4, priority=2, created=1),  # one pod, but of a higher priority
+        pod("a", "low-old", 2, priority=1, created=2),
+        pod("a", "low-new", 2, priority=1, created=3),
+    )
+    arrive(eng, pod("a", "urgent", 2, priority=5))
+    # One victim is enough: of the three single pods that free 2, the least important
+    # is the newest of the lowest priority.
+    assert states(eng)["a/low-new"] == "preempted"
+    assert states(eng)["a/mid"] == states(eng)["a/low-old"] == "admitted"

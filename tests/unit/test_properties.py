@@ -5,6 +5,7 @@ Each property runs a few hundred random cases (settings below), in CI too.
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -15,9 +16,9 @@ from hypothesis import strategies as st
 from quotree.accounts import TreeNode
 from quotree.admission import IN_QUOTA, OVER_QUOTA
 from quotree.engine import Engine
-from quotree.eviction import over_runtime
+from quotree.eviction import EXACT_SEARCH_LIMIT, fewest_victims, over_runtime
 from quotree.models import NodeConfig
-from quotree.pods import PodRecord
+from quotree.pods import PodRecord, PodState
 from quotree.simulate import SimulatedEngine
 
 RESOURCES = ("x", "y")
@@ -392,3 +393,49 @@ def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
                 elif used > runtime:
                     assert used <= before.get(name, {}).get(r, 0), (name, r, used, runtime)
     assert quotas  # the scenario always has quotas
+
+
+victim_pods = st.lists(
+    st.tuples(
+        st.fixed_dictionaries({r: st.integers(0, 6) for r in RESOURCES}),
+        st.integers(0, 4),  # priority
+        st.integers(0, 50),  # creation time
+    ),
+    max_size=16,
+)
+
+
+@PROPERTY
+@given(victim_pods, st.fixed_dictionaries({r: st.integers(0, 12) for r in RESOURCES}))
+def test_preemption_victims_are_the_fewest_that_free_enough(
+    candidates: list[tuple[dict[str, int], int, int]], need: dict[str, int]
+) -> None:
+    """Up to the exact-search bound the count is the least possible (checked by brute force
+    over every set); above it, no victim can be given back and the rest still free enough."""
+    records = [
+        PodRecord(pod("a", f"c{i}", req, priority=p, created=float(t)), "a", PodState.ADMITTED, i)
+        for i, (req, p, t) in enumerate(candidates)
+    ]
+    victims = fewest_victims(need, records)
+
+    def frees(chosen: list[PodRecord]) -> bool:
+        return all(sum(v.request.get(r, 0) for v in chosen) >= a for r, a in need.items())
+
+    if not frees(records):
+        assert victims == []
+        return
+    assert frees(victims)
+    assert len({v.key for v in victims}) == len(victims)
+    for v in victims:
+        assert not frees([w for w in victims if w is not v]), "a victim was not needed"
+    helpful = [c for c in records if any(c.request.get(r, 0) and need[r] for r in need)]
+    if len(helpful) <= EXACT_SEARCH_LIMIT and len(helpful) <= 10:
+        least = min(
+            (
+                k
+                for k in range(len(helpful) + 1)
+                for combo in itertools.combinations(helpful, k)
+                if frees(list(combo))
+            ),
+        )
+        assert len(victims) == least
