@@ -242,7 +242,7 @@ class Decider:
     ) -> bool:
         if not pods.pending:
             return False
-        path = [*self.tree.ancestors(node), self.tree.root]
+        path = self.tree.path_up(node)
         room = admission.room(node, path, pods)
         before = pods.room
         if (

@@ -42,6 +42,9 @@ class QuotaTree:
     def __init__(self) -> None:
         self.structure = Structure()
         self._nodes: dict[str, TreeNode] = {}  # live nodes by name
+        # Each live node's ancestors, nearest first, ending with the root: read off the
+        # graph at every rebuild (never edited), so that a pod event walks its path in O(depth).
+        self._path_up: dict[str, list[TreeNode]] = {}
         self.root = TreeNode(ROOT, None, 0)
         self._order: list[TreeNode] = []  # live nodes, parents before children
         self._problems: dict[str, Problem] = {}
@@ -114,10 +117,11 @@ class QuotaTree:
             add_amounts(self._outside_used, request, sign)
             self._root_total_changed(request)
             return
-        path = [node, *self.ancestors(node), self.root]
+        path = self._path_up[node.name]
         for resource in node.resources:
             amount = request.get(resource, 0)
             if amount:
+                node.used[resource] += sign * amount
                 for walk in path:
                     walk.used[resource] += sign * amount
 
@@ -132,14 +136,16 @@ class QuotaTree:
         return self._nodes.get(name)
 
     def parent(self, node: TreeNode) -> TreeNode:
-        """The live parent of a live node (the root for a top-level one), from the graph."""
-        for name in self.structure.graph.pred[node.name]:
-            return self.root if name == ROOT else self._nodes[name]
-        raise KeyError(node.name)  # every live node has a parent in the graph
+        """The live parent of a live node (the root for a top-level one)."""
+        return self._path_up[node.name][0]
 
     def ancestors(self, node: TreeNode) -> list[TreeNode]:
         """The live node's ancestors below the root, nearest first."""
-        return [self._nodes[name] for name in self.structure.chain_up(node.name)]
+        return self._path_up[node.name][:-1]
+
+    def path_up(self, node: TreeNode) -> list[TreeNode]:
+        """The live node's ancestors, nearest first, ending with the root."""
+        return self._path_up[node.name]
 
     def quotas_below(self, node: TreeNode) -> list[TreeNode]:
         """The live ElasticQuotas in `node`'s subtree (every one, for the root), by name."""
@@ -176,9 +182,12 @@ class QuotaTree:
         self.root = TreeNode(ROOT, None, 0)
         nodes: dict[str, TreeNode] = {}
         order: list[TreeNode] = []
-        for name, _, depth in structure.live_order(problems):
+        path_up: dict[str, list[TreeNode]] = {ROOT: []}
+        for name, parent, depth in structure.live_order(problems):
             node = nodes[name] = TreeNode(name, structure[name], depth)
             order.append(node)
+            above = self.root if parent == ROOT else nodes[parent]
+            path_up[name] = [above, *path_up[parent]]
         for name, config in structure.items():
             if name in nodes or name in problems:
                 continue
@@ -195,6 +204,7 @@ class QuotaTree:
         self._problems = problems
         self._nodes = nodes
         self._order = order
+        self._path_up = path_up
         self._assign_participation()
         self._stale = False
         self.recompute()
