@@ -414,3 +414,22 @@ def test_fewest_victims_then_lowest_priority_then_newest() -> None:
     # is the newest of the lowest priority.
     assert states(eng)["a/low-new"] == "preempted"
     assert states(eng)["a/mid"] == states(eng)["a/low-old"] == "admitted"
+
+
+def test_the_default_quota_takes_pods_of_uncovered_namespaces_labelled_or_not() -> None:
+    # The mutating webhook labels such a pod with the default quota's name; the engine
+    # must accept that label (issue 9 item 3), admit the pod and count it.
+    eng = Engine(default_quota="shared", reclaim_delay=0.0)
+    eng.set_config(quota("shared", namespace="quotree-default", min=4))
+    eng.set_config(quota("team", min=4))
+    eng.set_cluster_node("node-1", {R: 10})
+    assert eng.resolve("uncovered", {"quotree.io/quota-name": "shared"}).quota == "shared"
+    assert eng.resolve("uncovered", {}).quota == "shared"
+    assert eng.resolve("team", {}).quota == "team"  # a covered namespace: not the default
+    assert eng.resolve("team", {"quotree.io/quota-name": "shared"}).error is not None
+    assert eng.resolve("kube-system", {}).quota is None
+    eng.observe_pod(pod("uncovered", "p", 3, label="shared"))
+    eng.observe_pod(pod("elsewhere", "q", 1))
+    assert sorted(k for k, _ in eng.decide().admitted) == ["elsewhere/q", "uncovered/p"]
+    report = eng.report("shared")
+    assert (report.used, report.admitted_pods) == ({R: 4}, 2)
