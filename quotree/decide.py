@@ -53,6 +53,8 @@ class Decider:
         self._quota_pods: dict[str, QuotaPods] = {}
         self._touched: set[str] = set()  # quotas whose pods or configuration changed
         self._over_since: dict[str, float] = {}  # quota -> since when used > runtime
+        self._unresolved: dict[str, PodRecord] = {}  # gated pods no quota will take
+        self._unannounced: dict[str, str] = {}  # their reasons, until the next decide()
         self._waiting_on_ancestor: set[str] = set()  # quotas with pods that wait for lent quota
         self._lenders: dict[str, list[admission.Lender]] = {}  # per ancestor, this round
         self._now = 0.0
@@ -86,6 +88,8 @@ class Decider:
         changed = self.tree.settle()
         touched, self._touched = self._touched, set()
         self._now, self._lenders = now, {}
+        out.pending.update(self._unannounced)
+        self._unannounced = {}
         evicted = False
         for name in sorted(changed | touched | set(self._over_since) | self._waiting_on_ancestor):
             evicted |= self._decide_quota(name, now, out, relabel=name in touched)

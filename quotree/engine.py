@@ -13,6 +13,7 @@ clock: time comes in as an argument.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping
 
@@ -86,8 +87,12 @@ class Engine(Decider):
             for key in list(self._ns_pods.get(namespace, ())):
                 record = self.pods[key]
                 if self.resolve(record.facts.namespace, record.facts.labels).quota != record.quota:
+                    facts = record.facts
+                    if record.state is PodState.ADMITTED and facts.gated:
+                        # Admitted, its gate removal not seen yet: it runs without the gate.
+                        facts = dataclasses.replace(facts, gated=False)
                     self.forget_pod(key)
-                    self.observe_pod(record.facts)
+                    self.observe_pod(facts)
 
     def set_cluster_node(self, name: str, allocatable: Mapping[str, int] | None) -> None:
         """A cluster node's allocatable (None: gone or not counted; `capacity.node_allocatable`)."""
@@ -150,11 +155,15 @@ class Engine(Decider):
                 self.tree.add_unmanaged(facts.request)
             return record
         record = PodRecord(facts, quota, PodState.PENDING, next(self._arrivals))
-        record.reason = resolution.error or ""
         self.pods[key] = record
         self._ns_pods.setdefault(facts.namespace, set()).add(key)
         if quota is None:
-            return record  # gated, but no quota will take it: it waits with the reason
+            # Gated, but no quota will take it (its label names a deleted quota, its
+            # namespace became ambiguous): it waits, says why, and is counted.
+            record.reason = f"cannot be charged to a quota: {resolution.error}"
+            self._unresolved[key] = record
+            self._unannounced[key] = record.reason
+            return record
         pods = self._quota_pods.setdefault(quota, QuotaPods())
         self.tree.add_request(quota, facts.request)
         self._touched.add(quota)
@@ -170,6 +179,8 @@ class Engine(Decider):
         if record is None:
             return None
         self._ns_pods[record.facts.namespace].discard(key)
+        self._unresolved.pop(key, None)
+        self._unannounced.pop(key, None)
         if record.quota is None:
             if record.state is PodState.UNMANAGED and record.facts.node_name:
                 self.tree.add_unmanaged(record.request, -1)
@@ -195,7 +206,15 @@ class Engine(Decider):
 
     def report(self, name: str) -> NodeReport:
         """status for a Cohort or ElasticQuota: request (demand), runtime, used, pod counts."""
-        return node_report(self.tree, self._quota_pods, name)
+        config = self.tree.config(name)
+        covered = namespaces_of(config)
+        unresolved = sum(1 for r in self._unresolved.values() if r.facts.namespace in covered)
+        return node_report(self.tree, self._quota_pods, name, unresolved=unresolved)
+
+    def unresolved_pods(self) -> list[PodRecord]:
+        """Gated pods no quota will take, each with its reason (counted in the pendingPods
+        of the ElasticQuotas covering its namespace, if any)."""
+        return list(self._unresolved.values())
 
     def admitted_count(self, name: str) -> int:
         """How many admitted, non-terminal pods ElasticQuota `name` holds (rule 7)."""

@@ -433,3 +433,41 @@ def test_the_default_quota_takes_pods_of_uncovered_namespaces_labelled_or_not() 
     assert sorted(k for k, _ in eng.decide().admitted) == ["elsewhere/q", "uncovered/p"]
     report = eng.report("shared")
     assert (report.used, report.admitted_pods) == ({R: 4}, 2)
+
+
+def test_a_pod_whose_quota_was_deleted_waits_says_why_and_is_counted() -> None:
+    eng = engine(
+        quota("a", namespace="team", min=2, max=2),
+        quota("b", namespace="other", namespaces=("team",), min=2),
+        capacity=10,
+    )
+    arrive(eng, pod("team", "fits", 2, label="a"))
+    eng.observe_pod(pod("team", "waits", 1, label="a"))
+    eng.decide()
+    assert eng.pods["team/waits"].state == "pending"
+    eng.remove_config("a")  # its pending pod's label now names no quota covering "team"
+    decisions = eng.decide()
+    reason = (
+        "cannot be charged to a quota: ElasticQuota a does not cover namespace team "
+        "(quotas covering it: b)"
+    )
+    assert decisions.pending["team/waits"] == reason  # the shell sends it as a Pending event
+    assert eng.pods["team/waits"].reason == reason
+    assert eng.report("b").pending_pods == 1  # counted where its namespace's owners look
+    assert [r.key for r in eng.unresolved_pods()] == ["team/waits"]
+    # The admitted pod keeps running (its gate is gone), it is not queued again.
+    assert eng.pods["team/fits"].state == "unmanaged"
+    eng.set_config(quota("a", namespace="team", min=2, max=2))  # back: it is taken again
+    eng.decide()
+    assert eng.unresolved_pods() == []
+    assert eng.report("b").pending_pods == 0
+
+
+def test_a_pod_of_a_namespace_that_became_ambiguous_is_counted_in_both_quotas() -> None:
+    eng = engine(quota("a", namespace="x", namespaces=("shared",), min=2), capacity=10)
+    eng.observe_pod(pod("shared", "p", 20))  # too big: it waits in a
+    eng.decide()
+    eng.set_config(quota("b", namespace="y", namespaces=("shared",), min=2))
+    decisions = eng.decide()
+    assert "covered by several ElasticQuotas (a, b)" in decisions.pending["shared/p"]
+    assert eng.report("a").pending_pods == eng.report("b").pending_pods == 1
