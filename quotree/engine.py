@@ -63,7 +63,8 @@ class Engine(Decider):
     # ------------------------------------------------------------ configuration
 
     def set_config(self, config: NodeConfig) -> None:
-        old = self.tree.config(config.name)
+        """A Cohort or ElasticQuota was added or changed."""
+        old = self.tree.structure.object(config.name, config.kind, config.namespace)
         if old == config:
             return  # e.g. our own status write coming back through the watch
         self.tree.set_config(config)
@@ -71,15 +72,29 @@ class Engine(Decider):
             self.coverage.remove(old)
         if config.is_leaf:
             self.coverage.add(config)
-            self._touched.add(config.name)
+        self._touched.add(config.name)
         self._reresolve(namespaces_of(old) | namespaces_of(config))
 
-    def remove_config(self, name: str) -> None:
-        old = self.tree.config(name)
-        self.tree.remove_config(name)
-        if old is not None:
+    def remove_config(
+        self, name: str, *, kind: str | None = None, namespace: str | None = None
+    ) -> None:
+        """A Cohort or ElasticQuota is gone: the one of `kind` in `namespace` (kind None:
+        every object called `name`). Another object of the same name stays."""
+        gone = [
+            o
+            for o in self.tree.structure.objects(name)
+            if kind is None or (o.kind, o.namespace) == (kind, namespace)
+        ]
+        self.tree.remove_config(name, kind, namespace)
+        namespaces: set[str] = set()
+        for old in gone:
             self.coverage.remove(old)
-        self._reresolve(namespaces_of(old))
+            namespaces |= namespaces_of(old)
+        for other in self.tree.structure.objects(name):
+            if other.is_leaf:
+                self.coverage.add(other)  # it may share namespaces with the one removed
+        self._touched.add(name)
+        self._reresolve(namespaces)
 
     def _reresolve(self, namespaces: set[str]) -> None:
         """After a quota change, pods of the namespaces it covers (or covered) may move."""

@@ -65,8 +65,11 @@ class QuotaTree:
         self.structure.set(config)
         self._stale = True
 
-    def remove_config(self, name: str) -> None:
-        self.structure.remove(name)
+    def remove_config(
+        self, name: str, kind: str | None = None, namespace: str | None = None
+    ) -> None:
+        """Remove a Cohort or ElasticQuota (kind None: every object of that name)."""
+        self.structure.remove(name, kind, namespace)
         self._stale = True
 
     def config(self, name: str) -> NodeConfig | None:
