@@ -120,7 +120,7 @@ class Shell:
         metadata = body["metadata"]
         name = metadata["name"]
         if deleted:
-            self.engine.remove_config(name)
+            self.engine.remove_config(name, kind=body["kind"], namespace=metadata.get("namespace"))
             self.kinds.pop(name, None)
             self.bad_configs.pop(name, None)
             self.written.pop(name, None)
@@ -133,7 +133,9 @@ class Shell:
             except ConfigError as exc:
                 logger.warning("%s", exc)
                 self.bad_configs[name] = str(exc)
-                self.engine.remove_config(name)
+                self.engine.remove_config(
+                    name, kind=body["kind"], namespace=metadata.get("namespace")
+                )
             else:
                 self.bad_configs.pop(name, None)
                 if self.engine.tree.config(name) == config:
