@@ -109,6 +109,12 @@ def runtime_map(eng: Engine) -> dict[tuple[str, str], int]:
     return {(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources}
 
 
+def used_map(eng: Engine) -> dict[tuple[str, str], int]:
+    eng.tree.settle()
+    nodes = [eng.tree.root, *eng.tree.live_nodes()]
+    return {(n.name, r): n.used[r] for n in nodes for r in n.resources}
+
+
 @PROPERTY
 @given(scenarios())
 def test_shares_add_up_to_what_the_parent_distributes(scenario: Scenario) -> None:
@@ -201,8 +207,10 @@ def test_incremental_equals_full_recomputation(scenario: Scenario, rnd: random.R
         if rnd.random() < 0.5:
             eng.decide(float(i))
     incremental = runtime_map(eng)
+    used = used_map(eng)
     eng.tree.recompute()
     assert runtime_map(eng) == incremental
+    assert used_map(eng) == used  # the root's too: the ancestor check reads it
 
 
 class LabelWatch(SimulatedEngine):
