@@ -104,7 +104,12 @@ class Structure(Mapping[str, NodeConfig]):
 
     def _drop_if_unused(self, name: str) -> None:
         # A name without an object stays in the graph only while a child points at it.
-        if name != ROOT and name not in self._configs and not self.graph.out_degree(name):
+        if (
+            name != ROOT
+            and name not in self._configs
+            and name in self.graph  # gone already when it was its own parent
+            and not self.graph.out_degree(name)
+        ):
             self.graph.remove_node(name)
 
     # ------------------------------------------------------------ questions

@@ -447,3 +447,56 @@ def test_preemption_victims_are_the_fewest_that_free_enough(
             ),
         )
         assert len(victims) == least
+
+
+config_ops = st.lists(
+    st.tuples(
+        st.booleans(),  # True: apply, False: delete
+        st.sampled_from(["a", "b", "c"]),  # name
+        st.sampled_from(["Cohort", "ElasticQuota"]),
+        st.sampled_from(["n1", "n2"]),  # an ElasticQuota's namespace
+        st.sampled_from([None, "a", "b", "c", "gone"]),  # parent
+        st.integers(0, 5),  # min
+    ),
+    max_size=25,
+)
+
+
+@PROPERTY
+@given(config_ops)
+def test_any_sequence_of_changes_equals_building_the_survivors_afresh(
+    ops: list[tuple[bool, str, str, str, str | None, int]],
+) -> None:
+    """Objects come and go, duplicate names included (rule 6 bypassed): the structure,
+    the problems and the runtimes are those of the surviving objects applied afresh, and
+    deleting one object of a shared name never removes the other."""
+    eng = engine(capacity={"x": 20})
+    alive: dict[tuple[str, str, str | None], NodeConfig] = {}
+    for apply, name, kind, namespace, parent, low in ops:
+        ns = namespace if kind == "ElasticQuota" else None
+        if apply:
+            make = cohort if kind == "Cohort" else quota
+            config = (
+                make(name, parent, min=low)
+                if kind == "Cohort"
+                else quota(name, parent, namespace=ns, min=low)
+            )
+            eng.set_config(config)
+            alive[(name, kind, ns)] = config
+        else:
+            eng.remove_config(name, kind=kind, namespace=ns)
+            alive.pop((name, kind, ns), None)
+        eng.decide()
+    structure = eng.tree.structure
+    assert sorted(
+        (o.name, o.kind, o.namespace) for n in ("a", "b", "c") for o in structure.objects(n)
+    ) == sorted(alive)
+    fresh = engine(capacity={"x": 20})
+    for name in ("a", "b", "c"):  # the same object first in the graph for each name
+        for config in structure.objects(name):
+            fresh.set_config(config)
+    assert set(fresh.tree.structure.graph.edges) == set(structure.graph.edges)
+    assert {n: (p.reason, p.message) for n, p in fresh.tree.problems.items()} == {
+        n: (p.reason, p.message) for n, p in eng.tree.problems.items()
+    }
+    assert runtime_map(fresh) == runtime_map(eng)

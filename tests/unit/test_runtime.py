@@ -266,3 +266,12 @@ def test_elastic_quotas_of_one_name_in_two_namespaces() -> None:
     arrive(eng, pod("two", "p", 1))
     assert eng.pods["two/p"].state == "admitted"
     assert eng.resolve("one", {}).quota is None  # "one" is no longer covered
+
+
+def test_a_cohort_that_is_its_own_parent_can_be_deleted() -> None:
+    # Found by the property test: removing it dropped its graph node twice.
+    eng = engine(cohort("c", "c"), capacity=10)
+    assert eng.tree.problems["c"].reason == "CycleDetected"
+    eng.remove_config("c", kind="Cohort")
+    assert eng.tree.problems == {}
+    assert list(eng.tree.structure.graph.nodes) == ["quotree.io/cluster"]
