@@ -8,7 +8,9 @@ functions; the messages are built here and nowhere else.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from quotree.accounts import TreeNode
 from quotree.pods import PodRecord, QuotaPods
@@ -19,6 +21,7 @@ __all__ = [
     "OVER_QUOTA",
     "capacity_labels",
     "fit_message",
+    "in_quota_order",
     "non_preemptible_shortfall",
     "reason_key",
     "room",
@@ -45,6 +48,75 @@ def shortfall(node: TreeNode, record: PodRecord) -> dict[str, int]:
     return short
 
 
+def ancestor_shortfall(
+    path: list[TreeNode], node: TreeNode, record: PodRecord
+) -> tuple[TreeNode, dict[str, int]] | None:
+    """The nearest ancestor (up to the root) where `used + request > runtime`, and by how much.
+
+    `path` is the quota's ancestors, nearest first, ending with the root (whose
+    runtime is the capacity). Only the resources the quota takes part in count.
+    """
+    for ancestor in path:
+        short = {}
+        for resource in node.resources:
+            amount = record.request.get(resource, 0)
+            if amount:
+                excess = ancestor.used[resource] + amount - ancestor.runtime[resource]
+                if excess > 0:
+                    short[resource] = excess
+        if short:
+            return ancestor, short
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Lender:
+    """A quota below a full ancestor that holds more than its runtime: what it gives back."""
+
+    quota: str
+    resource: str
+    amount: int
+    seconds: float | None  # until its reclaim; None: its pods are already being evicted
+
+
+def ancestor_label(ancestor: TreeNode) -> str:
+    return "the cluster" if ancestor.config is None else ancestor.config.describe()
+
+
+def why_waits(
+    ancestor: TreeNode,
+    record: PodRecord,
+    short: Mapping[str, int],
+    lenders: list[Lender],
+) -> str:
+    """The Pending reason of a pod that fits its quota but not an ancestor (lent quota)."""
+    bound = "capacity" if ancestor.config is None else "runtime"
+    parts = []
+    for resource in sorted(short):
+        used = format_quantity(ancestor.used[resource], resource)
+        request = format_quantity(record.request.get(resource, 0), resource)
+        limit = format_quantity(ancestor.runtime[resource], resource)
+        parts.append(f"{resource}: used {used} + request {request} > {bound} {limit}")
+    waits = []
+    for lender in lenders:
+        amount = format_quantity(lender.amount, lender.resource)
+        when = (
+            "being evicted"
+            if lender.seconds is None
+            else f"reclaimed in {max(0, math.ceil(lender.seconds))} s"
+        )
+        waits.append(
+            f"waits for {amount} {lender.resource} lent to ElasticQuota {lender.quota}, {when}"
+        )
+    if not waits:
+        waits.append(
+            "waits until pods below it finish (held by non-preemptible pods or outside quotree)"
+        )
+    return (
+        f"does not fit in {ancestor_label(ancestor)}: " + "; ".join(parts) + "; " + "; ".join(waits)
+    )
+
+
 def non_preemptible_shortfall(node: TreeNode, pods: QuotaPods, record: PodRecord) -> dict[str, int]:
     """A non-preemptible pod also fits within the (scaled) min: by how much it does not."""
     if record.preemptible:
@@ -61,10 +133,16 @@ def non_preemptible_shortfall(node: TreeNode, pods: QuotaPods, record: PodRecord
     return short
 
 
-def room(node: TreeNode, pods: QuotaPods) -> dict[str, tuple[int, int]]:
-    """Per resource: runtime - used, and guarantee - non-preemptible used."""
+def room(node: TreeNode, path: list[TreeNode], pods: QuotaPods) -> dict[str, tuple[int, int, int]]:
+    """Per resource: runtime - used, guarantee - non-preemptible used, and the least
+    runtime - used of the ancestors on `path`. No pending pod can start to fit unless
+    one of them grew."""
     return {
-        r: (node.runtime[r] - node.used[r], node.guarantee[r] - pods.non_preemptible_used.get(r, 0))
+        r: (
+            node.runtime[r] - node.used[r],
+            node.guarantee[r] - pods.non_preemptible_used.get(r, 0),
+            min((a.runtime[r] - a.used[r] for a in path), default=0),
+        )
         for r in node.resources
     }
 
@@ -125,12 +203,17 @@ def waiting_for_victims(record: PodRecord) -> str:
     return f"waiting for {len(record.victims)} preempted pods to release their resources"
 
 
+def in_quota_order(record: PodRecord) -> tuple[int, int]:
+    """The order in-quota labels are given in: higher priority first, then admitted earlier."""
+    return (-record.facts.priority, record.admitted_seq)
+
+
 def capacity_labels(node: TreeNode, pods: QuotaPods) -> dict[str, str]:
     """in-quota / over-quota for every admitted pod: by priority, then admission, within min."""
     running: dict[str, int] = dict.fromkeys(node.resources, 0)
     within = True
     labels = {}
-    for record in sorted(pods.admitted.values(), key=lambda r: (-r.facts.priority, r.admitted_seq)):
+    for record in sorted(pods.admitted.values(), key=in_quota_order):
         if within:
             for resource in node.resources:
                 running[resource] += record.request.get(resource, 0)

@@ -53,6 +53,11 @@ class Decider:
         self._quota_pods: dict[str, QuotaPods] = {}
         self._touched: set[str] = set()  # quotas whose pods or configuration changed
         self._over_since: dict[str, float] = {}  # quota -> since when used > runtime
+        self._unresolved: dict[str, PodRecord] = {}  # gated pods no quota will take
+        self._unannounced: dict[str, str] = {}  # their reasons, until the next decide()
+        self._waiting_on_ancestor: set[str] = set()  # quotas with pods that wait for lent quota
+        self._lenders: dict[str, list[admission.Lender]] = {}  # per ancestor, this round
+        self._now = 0.0
         self._admissions = itertools.count(1)
 
     # ------------------------------------------------------------ records
@@ -82,8 +87,11 @@ class Decider:
         """One pass over the quotas that may have changed; True when it evicted."""
         changed = self.tree.settle()
         touched, self._touched = self._touched, set()
+        self._now, self._lenders = now, {}
+        out.pending.update(self._unannounced)
+        self._unannounced = {}
         evicted = False
-        for name in sorted(changed | touched | set(self._over_since)):
+        for name in sorted(changed | touched | set(self._over_since) | self._waiting_on_ancestor):
             evicted |= self._decide_quota(name, now, out, relabel=name in touched)
         return evicted
 
@@ -139,6 +147,62 @@ class Decider:
             record.reason = reason
             out.pending[record.key] = reason
 
+    def _waits_for_ancestor(
+        self, name: str, path: list[TreeNode], node: TreeNode, record: PodRecord, out: Decisions
+    ) -> bool:
+        """The pod fits its quota; does an ancestor (or the cluster) still hold lent quota?
+
+        Then it waits, with a reason that names the ancestor, the quotas that hold
+        more than their runtime below it and when they are reclaimed.
+        """
+        blocked = admission.ancestor_shortfall(path, node, record)
+        if blocked is None:
+            return False
+        self._waiting_on_ancestor.add(name)
+        ancestor, short = blocked
+        lenders = self._lent(ancestor, short)
+        key = (
+            "ancestor",
+            ancestor.name,
+            tuple((r, short[r], ancestor.used[r], ancestor.runtime[r]) for r in short),
+            tuple((x.quota, x.resource, x.amount, x.seconds is None) for x in lenders),
+        )
+        if record.reason_key != key:
+            reason = admission.why_waits(ancestor, record, short, lenders)
+            record.reason_key = key
+            if record.reason != reason:
+                record.reason = reason
+                out.pending[record.key] = reason
+        return True
+
+    def _lent(self, ancestor: TreeNode, short: Mapping[str, int]) -> list[admission.Lender]:
+        """What the quotas below `ancestor` hold above their runtime in `short`'s resources."""
+        lenders = self._lenders.get(ancestor.name)
+        if lenders is None:
+            lenders = []
+            for quota in self.tree.quotas_below(ancestor):
+                pods = self._quota_pods.get(quota.name)
+                evicting = pods.evicting if pods else {}
+                for resource in quota.resources:
+                    excess = quota.used[resource] - quota.runtime[resource]
+                    if excess <= 0:
+                        continue
+                    if excess > evicting.get(resource, 0):
+                        since = self._over_since.get(quota.name, self._now)
+                        seconds: float | None = since + self.reclaim_delay - self._now
+                    else:
+                        seconds = None
+                    lenders.append(admission.Lender(quota.name, resource, excess, seconds))
+            self._lenders[ancestor.name] = lenders
+        out = []
+        missing = dict(short)
+        for lender in lenders:
+            if missing.get(lender.resource, 0) > 0:
+                amount = min(lender.amount, missing[lender.resource])
+                missing[lender.resource] -= amount
+                out.append(admission.Lender(lender.quota, lender.resource, amount, lender.seconds))
+        return out
+
     def _reclaim(
         self, name: str, node: TreeNode, pods: QuotaPods, now: float, out: Decisions
     ) -> bool:
@@ -149,12 +213,15 @@ class Decider:
         since = self._over_since.setdefault(name, now)
         if now - since < self.reclaim_delay:
             return False
-        victims = reclaim_victims(pods, over)
+        victims = reclaim_victims(node, pods, over)
         if not victims:
             return False
         reason = reclaim_reason(name, node, pods, over)
         for victim in victims:
             self._evict(victim, "Reclaimed", reason, out)
+        for waiting in self._waiting_on_ancestor:
+            self._quota_pods[waiting].room = None  # their reasons now say "being evicted"
+        self._lenders = {}
         self._over_since.pop(name, None)
         return True
 
@@ -179,17 +246,18 @@ class Decider:
     ) -> bool:
         if not pods.pending:
             return False
-        room = admission.room(node, pods)
+        path = self.tree.path_up(node)
+        room = admission.room(node, path, pods)
         before = pods.room
         if (
             not force
             and before is not None
             and before.keys() == room.keys()
-            and all(room[r][0] <= before[r][0] and room[r][1] <= before[r][1] for r in room)
+            and all(all(map(int.__le__, room[r], before[r])) for r in room)
         ):
             return False
-        evicted = self._scan_pending(name, node, pods, out)
-        pods.room = admission.room(node, pods)
+        evicted = self._scan_pending(name, node, path, pods, out)
+        pods.room = admission.room(node, path, pods)
         return evicted
 
     def refresh_reasons(self) -> Decisions:
@@ -201,7 +269,10 @@ class Decider:
                 self._admit_pending(name, node, pods, out, force=True)
         return out
 
-    def _scan_pending(self, name: str, node: TreeNode, pods: QuotaPods, out: Decisions) -> bool:
+    def _scan_pending(
+        self, name: str, node: TreeNode, path: list[TreeNode], pods: QuotaPods, out: Decisions
+    ) -> bool:
+        self._waiting_on_ancestor.discard(name)  # added back below while a pod still waits
         evicted = False
         may_preempt = node.config is not None and node.config.preempt_within_quota
         lowest: int | None = None  # lowest priority among the possible victims, when needed
@@ -215,8 +286,9 @@ class Decider:
                 continue
             short = admission.shortfall(node, record)
             if not short:
-                self._admit(record, f"fits in ElasticQuota {name}")
-                out.admitted.append((key, admission.fit_message(name, node, record)))
+                if not self._waits_for_ancestor(name, path, node, record, out):
+                    self._admit(record, f"fits in ElasticQuota {name}")
+                    out.admitted.append((key, admission.fit_message(name, node, record)))
                 continue
             if record.victims and any(
                 v in self.pods and self.pods[v].evicting for v in record.victims
@@ -246,11 +318,11 @@ class Decider:
                     record.victims = frozenset(v.key for v in victims)
                     # Victims still count as used until they are gone, unless the eviction
                     # took effect at once (the simulator): then the pod may fit now.
-                    if not admission.shortfall(node, record):
+                    if admission.shortfall(node, record):
+                        self._set_reason(record, admission.waiting_for_victims(record), out)
+                    elif not self._waits_for_ancestor(name, path, node, record, out):
                         self._admit(record, f"fits in ElasticQuota {name} after preemption")
                         out.admitted.append((key, admission.fit_message(name, node, record)))
-                    else:
-                        self._set_reason(record, admission.waiting_for_victims(record), out)
                     continue
             self._set_why(name, node, record, short, out)
         return evicted

@@ -13,6 +13,7 @@ clock: time comes in as an argument.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping
 
@@ -62,7 +63,8 @@ class Engine(Decider):
     # ------------------------------------------------------------ configuration
 
     def set_config(self, config: NodeConfig) -> None:
-        old = self.tree.config(config.name)
+        """A Cohort or ElasticQuota was added or changed."""
+        old = self.tree.structure.object(config.name, config.kind, config.namespace)
         if old == config:
             return  # e.g. our own status write coming back through the watch
         self.tree.set_config(config)
@@ -70,15 +72,29 @@ class Engine(Decider):
             self.coverage.remove(old)
         if config.is_leaf:
             self.coverage.add(config)
-            self._touched.add(config.name)
+        self._touched.add(config.name)
         self._reresolve(namespaces_of(old) | namespaces_of(config))
 
-    def remove_config(self, name: str) -> None:
-        old = self.tree.config(name)
-        self.tree.remove_config(name)
-        if old is not None:
+    def remove_config(
+        self, name: str, *, kind: str | None = None, namespace: str | None = None
+    ) -> None:
+        """A Cohort or ElasticQuota is gone: the one of `kind` in `namespace` (kind None:
+        every object called `name`). Another object of the same name stays."""
+        gone = [
+            o
+            for o in self.tree.structure.objects(name)
+            if kind is None or (o.kind, o.namespace) == (kind, namespace)
+        ]
+        self.tree.remove_config(name, kind, namespace)
+        namespaces: set[str] = set()
+        for old in gone:
             self.coverage.remove(old)
-        self._reresolve(namespaces_of(old))
+            namespaces |= namespaces_of(old)
+        for other in self.tree.structure.objects(name):
+            if other.is_leaf:
+                self.coverage.add(other)  # it may share namespaces with the one removed
+        self._touched.add(name)
+        self._reresolve(namespaces)
 
     def _reresolve(self, namespaces: set[str]) -> None:
         """After a quota change, pods of the namespaces it covers (or covered) may move."""
@@ -86,8 +102,12 @@ class Engine(Decider):
             for key in list(self._ns_pods.get(namespace, ())):
                 record = self.pods[key]
                 if self.resolve(record.facts.namespace, record.facts.labels).quota != record.quota:
+                    facts = record.facts
+                    if record.state is PodState.ADMITTED and facts.gated:
+                        # Admitted, its gate removal not seen yet: it runs without the gate.
+                        facts = dataclasses.replace(facts, gated=False)
                     self.forget_pod(key)
-                    self.observe_pod(record.facts)
+                    self.observe_pod(facts)
 
     def set_cluster_node(self, name: str, allocatable: Mapping[str, int] | None) -> None:
         """A cluster node's allocatable (None: gone or not counted; `capacity.node_allocatable`)."""
@@ -150,11 +170,15 @@ class Engine(Decider):
                 self.tree.add_unmanaged(facts.request)
             return record
         record = PodRecord(facts, quota, PodState.PENDING, next(self._arrivals))
-        record.reason = resolution.error or ""
         self.pods[key] = record
         self._ns_pods.setdefault(facts.namespace, set()).add(key)
         if quota is None:
-            return record  # gated, but no quota will take it: it waits with the reason
+            # Gated, but no quota will take it (its label names a deleted quota, its
+            # namespace became ambiguous): it waits, says why, and is counted.
+            record.reason = f"cannot be charged to a quota: {resolution.error}"
+            self._unresolved[key] = record
+            self._unannounced[key] = record.reason
+            return record
         pods = self._quota_pods.setdefault(quota, QuotaPods())
         self.tree.add_request(quota, facts.request)
         self._touched.add(quota)
@@ -170,6 +194,8 @@ class Engine(Decider):
         if record is None:
             return None
         self._ns_pods[record.facts.namespace].discard(key)
+        self._unresolved.pop(key, None)
+        self._unannounced.pop(key, None)
         if record.quota is None:
             if record.state is PodState.UNMANAGED and record.facts.node_name:
                 self.tree.add_unmanaged(record.request, -1)
@@ -195,7 +221,15 @@ class Engine(Decider):
 
     def report(self, name: str) -> NodeReport:
         """status for a Cohort or ElasticQuota: request (demand), runtime, used, pod counts."""
-        return node_report(self.tree, self._quota_pods, name)
+        config = self.tree.config(name)
+        covered = namespaces_of(config)
+        unresolved = sum(1 for r in self._unresolved.values() if r.facts.namespace in covered)
+        return node_report(self.tree, self._quota_pods, name, unresolved=unresolved)
+
+    def unresolved_pods(self) -> list[PodRecord]:
+        """Gated pods no quota will take, each with its reason (counted in the pendingPods
+        of the ElasticQuotas covering its namespace, if any)."""
+        return list(self._unresolved.values())
 
     def admitted_count(self, name: str) -> int:
         """How many admitted, non-terminal pods ElasticQuota `name` holds (rule 7)."""

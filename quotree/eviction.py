@@ -9,19 +9,24 @@ functions over a quota's pods and its tree node; the engine carries them out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from quotree.accounts import TreeNode
+from quotree.admission import IN_QUOTA, OVER_QUOTA, capacity_labels, in_quota_order
 from quotree.pods import PodRecord, QuotaPods, least_important_first
 from quotree.quantity import format_quantity
 
 __all__ = [
+    "EXACT_SEARCH_LIMIT",
     "Eviction",
     "cover",
+    "fewest_victims",
     "over_runtime",
     "preemption_victims",
+    "reclaim_order",
     "reclaim_reason",
     "reclaim_victims",
 ]
@@ -59,13 +64,20 @@ def reclaim_reason(name: str, node: TreeNode, pods: QuotaPods, over: Mapping[str
 
 
 def cover(
-    need: Mapping[str, int], candidates: list[PodRecord], *, partial: bool = False
+    need: Mapping[str, int],
+    candidates: list[PodRecord],
+    *,
+    partial: bool = False,
+    importance: Callable[[PodRecord], Any] = PodRecord.order,
+    may_give_back: Callable[[PodRecord, list[PodRecord]], bool] | None = None,
 ) -> list[PodRecord]:
     """Take candidates in order until `need` is freed, then give back the ones not needed.
 
-    When even all candidates do not free enough: [] (preemption: evicting would admit
-    nobody), or with `partial` every candidate that helps (reclaim: get as close as
-    the preemptible pods allow).
+    Victims are given back most important first (`importance`), each when what
+    remains still frees enough and `may_give_back(victim, chosen)` allows it.
+    When even all candidates do not free enough: [] (preemption: evicting would
+    admit nobody), or with `partial` every candidate that helps (reclaim: get as
+    close as the preemptible pods allow).
     """
     missing = dict(need)
     chosen: list[PodRecord] = []
@@ -79,8 +91,9 @@ def cover(
             missing[resource] -= record.request.get(resource, 0)
     if any(amount > 0 for amount in missing.values()):
         return chosen if partial else []
-    # Keep the most important victims if what remains still frees enough.
-    for record in sorted(chosen, key=lambda r: r.order()):
+    for record in sorted(chosen, key=importance):
+        if may_give_back is not None and not may_give_back(record, chosen):
+            continue
         if all(missing[r] + record.request.get(r, 0) <= 0 for r in missing):
             chosen.remove(record)
             for resource in missing:
@@ -88,15 +101,77 @@ def cover(
     return chosen
 
 
-def reclaim_victims(pods: QuotaPods, over: Mapping[str, int]) -> list[PodRecord]:
-    """Admitted preemptible pods to evict so that the quota gets back within its runtime."""
+def reclaim_order(record: PodRecord) -> tuple[int, int]:
+    """Reclaim takes pods in the reverse of the in-quota order: lowest priority, latest admitted."""
+    return (record.facts.priority, -record.admitted_seq)
+
+
+def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) -> list[PodRecord]:
+    """Admitted preemptible pods to evict so that the quota gets back within its runtime.
+
+    Taken in `reclaim_order`, so every over-quota pod that helps goes before any
+    in-quota one; then the victims not needed are given back, most important first,
+    except that an over-quota victim is never given back while an in-quota one goes.
+    """
+    labels = capacity_labels(node, pods)
     candidates = [
         r
         for r in pods.admitted.values()
         if r.preemptible and not r.evicting and any(r.request.get(res, 0) > 0 for res in over)
     ]
-    candidates.sort(key=least_important_first)
-    return cover(over, candidates, partial=True)
+    candidates.sort(key=reclaim_order)
+
+    def may_give_back(victim: PodRecord, chosen: list[PodRecord]) -> bool:
+        if labels[victim.key] == IN_QUOTA:
+            return True
+        return all(labels[other.key] == OVER_QUOTA for other in chosen)
+
+    return cover(
+        over, candidates, partial=True, importance=in_quota_order, may_give_back=may_give_back
+    )
+
+
+#: In-quota preemption searches every set of victims exactly when there are at most this
+#: many candidates (at most 2**12 = 4,096 sets, a few milliseconds); above it, greedily.
+EXACT_SEARCH_LIMIT = 12
+
+
+def _frees(victims: tuple[PodRecord, ...], need: Mapping[str, int]) -> bool:
+    return all(
+        sum(v.request.get(r, 0) for v in victims) >= amount
+        for r, amount in need.items()
+        if amount > 0
+    )
+
+
+def fewest_victims(need: Mapping[str, int], candidates: list[PodRecord]) -> list[PodRecord]:
+    """The fewest candidates that free `need`, then the least important (lowest
+    priorities, then newest); [] when even all of them do not.
+
+    Exact (every set, smallest first) up to EXACT_SEARCH_LIMIT candidates that help;
+    above it, greedy least important first, then every victim not needed is given back.
+    """
+    helpful = [
+        c for c in candidates if any(c.request.get(r, 0) > 0 for r, a in need.items() if a > 0)
+    ]
+    helpful.sort(key=least_important_first)
+    if not _frees(tuple(helpful), need):
+        return []
+    if len(helpful) > EXACT_SEARCH_LIMIT:
+        return cover(need, helpful)
+    for size in range(1, len(helpful) + 1):
+        best: tuple[PodRecord, ...] | None = None
+        best_key: tuple[tuple[int, float, str], ...] = ()
+        for victims in itertools.combinations(helpful, size):
+            if not _frees(victims, need):
+                continue
+            # Compare the most important victim first: the set whose is less important wins.
+            key = tuple(sorted(map(least_important_first, victims), reverse=True))
+            if best is None or key < best_key:
+                best, best_key = victims, key
+        if best is not None:
+            return list(best)
+    return []  # not reached: all of them free enough
 
 
 def preemption_victims(
@@ -115,5 +190,4 @@ def preemption_victims(
         for r in pods.admitted.values()
         if r.preemptible and not r.evicting and r.facts.priority < priority
     ]
-    candidates.sort(key=least_important_first)
-    return cover(need, candidates)
+    return fewest_victims(need, candidates)

@@ -69,10 +69,10 @@ class QuotaPods:
     __slots__ = ("admitted", "evicting", "non_preemptible_used", "pending", "pending_keys", "room")
 
     def __init__(self) -> None:
-        # Room (runtime - used, guarantee - non-preemptible used) when the pending pods were
+        # Room (`admission.room`: the quota's and its ancestors') when the pending pods were
         # last looked at; None: look again. No pending pod can start to fit unless some
         # room grew or a pod arrived, so quotas whose room only shrank are not rescanned.
-        self.room: dict[str, tuple[int, int]] | None = None
+        self.room: dict[str, tuple[int, int, int]] | None = None
         self.pending: list[tuple[tuple[int, float, str], str]] = []  # sorted (order, key)
         self.pending_keys: set[str] = set()
         self.admitted: dict[str, PodRecord] = {}

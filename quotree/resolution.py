@@ -76,7 +76,10 @@ class Coverage:
         """Which quota a pod of `namespace` with `labels` is charged to (the API's "Pods" rules)."""
         if namespace in self.never_gated:
             return Resolution(None)
-        candidates = self.covering(namespace)
+        # The default quota is the candidate of every namespace no ElasticQuota covers.
+        candidates = self.covering(namespace) or (
+            [self.default_quota] if self.default_quota else []
+        )
         wanted = labels.get(QUOTA_LABEL)
         if wanted:
             if wanted in candidates:
@@ -98,6 +101,4 @@ class Coverage:
                 f"namespace {namespace} is covered by several ElasticQuotas "
                 f"({', '.join(candidates)}); label the pod {QUOTA_LABEL}=<one of them>",
             )
-        if self.default_quota:
-            return Resolution(self.default_quota)
         return Resolution(None)

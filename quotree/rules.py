@@ -28,6 +28,7 @@ __all__ = [
     "min_above_max",
     "min_sum_problem",
     "name_taken",
+    "names_shared",
     "parent_problem",
     "tree_problems",
 ]
@@ -176,6 +177,24 @@ def name_taken(old: NodeConfig, new: NodeConfig) -> Problem | None:
     )
 
 
+def names_shared(objects: list[NodeConfig]) -> Problem | None:
+    """Rule 6 as the tree stands: objects that share a name (the webhook was bypassed).
+
+    None of them is active until one is renamed or deleted; both report it.
+    """
+    if len(objects) < 2:
+        return None
+    owners = " and ".join(_owner(o) for o in objects)
+    name = objects[0].name
+    return Problem(
+        f"name {name}",
+        "DuplicateName",
+        f"{owners} share the name {name}; Cohort and ElasticQuota names share one "
+        "namespace, so none of them is active until one is renamed or deleted",
+        amounts=(len(objects),),
+    )
+
+
 def cohort_has_children(cohort: NodeConfig, children: list[str]) -> Problem | None:
     """Rule 7 (Cohorts): a Cohort with children cannot be deleted."""
     if not children:
@@ -278,12 +297,17 @@ def tree_problems(structure: Structure) -> dict[str, Problem]:
     """The nodes whose own configuration breaks a rule as the tree stands (rules 2 to 5)."""
     problems: dict[str, Problem] = {}
     for name, config in structure.items():
-        problem = min_above_max(config) or parent_problem(config, structure)
+        problem = (
+            names_shared(structure.objects(name))
+            or min_above_max(config)
+            or parent_problem(config, structure)
+        )
         if problem is not None:
             problems[name] = problem
     for loop in structure.cycles():
         for i, member in enumerate(loop):
-            problems[member] = cycle_problem(structure[member], loop[i:] + loop[:i])
+            if problems.get(member) is None or problems[member].reason != "DuplicateName":
+                problems[member] = cycle_problem(structure[member], loop[i:] + loop[:i])
     for name, config in structure.items():
         if config.is_leaf or name in problems:
             continue

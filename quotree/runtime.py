@@ -21,6 +21,8 @@ import heapq
 import itertools
 from collections.abc import Iterable, Mapping
 
+import networkx as nx
+
 from quotree.accounts import TreeNode
 from quotree.distribution import distribute
 from quotree.models import NodeConfig
@@ -40,6 +42,9 @@ class QuotaTree:
     def __init__(self) -> None:
         self.structure = Structure()
         self._nodes: dict[str, TreeNode] = {}  # live nodes by name
+        # Each live node's ancestors, nearest first, ending with the root: read off the
+        # graph at every rebuild (never edited), so that a pod event walks its path in O(depth).
+        self._path_up: dict[str, list[TreeNode]] = {}
         self.root = TreeNode(ROOT, None, 0)
         self._order: list[TreeNode] = []  # live nodes, parents before children
         self._problems: dict[str, Problem] = {}
@@ -60,8 +65,11 @@ class QuotaTree:
         self.structure.set(config)
         self._stale = True
 
-    def remove_config(self, name: str) -> None:
-        self.structure.remove(name)
+    def remove_config(
+        self, name: str, kind: str | None = None, namespace: str | None = None
+    ) -> None:
+        """Remove a Cohort or ElasticQuota (kind None: every object of that name)."""
+        self.structure.remove(name, kind, namespace)
         self._stale = True
 
     def config(self, name: str) -> NodeConfig | None:
@@ -112,10 +120,11 @@ class QuotaTree:
             add_amounts(self._outside_used, request, sign)
             self._root_total_changed(request)
             return
-        path = [node, *self.ancestors(node)]
+        path = self._path_up[node.name]
         for resource in node.resources:
             amount = request.get(resource, 0)
             if amount:
+                node.used[resource] += sign * amount
                 for walk in path:
                     walk.used[resource] += sign * amount
 
@@ -130,14 +139,25 @@ class QuotaTree:
         return self._nodes.get(name)
 
     def parent(self, node: TreeNode) -> TreeNode:
-        """The live parent of a live node (the root for a top-level one), from the graph."""
-        for name in self.structure.graph.pred[node.name]:
-            return self.root if name == ROOT else self._nodes[name]
-        raise KeyError(node.name)  # every live node has a parent in the graph
+        """The live parent of a live node (the root for a top-level one)."""
+        return self._path_up[node.name][0]
 
     def ancestors(self, node: TreeNode) -> list[TreeNode]:
         """The live node's ancestors below the root, nearest first."""
-        return [self._nodes[name] for name in self.structure.chain_up(node.name)]
+        return self._path_up[node.name][:-1]
+
+    def path_up(self, node: TreeNode) -> list[TreeNode]:
+        """The live node's ancestors, nearest first, ending with the root."""
+        return self._path_up[node.name]
+
+    def quotas_below(self, node: TreeNode) -> list[TreeNode]:
+        """The live ElasticQuotas in `node`'s subtree (every one, for the root), by name."""
+        if node is self.root:
+            return sorted((n for n in self._order if n.is_quota), key=lambda n: n.name)
+        below = nx.descendants(self.structure.graph, node.name)
+        return [
+            self._nodes[n] for n in sorted(below) if n in self._nodes and self._nodes[n].is_quota
+        ]
 
     @property
     def problems(self) -> Mapping[str, Problem]:
@@ -165,9 +185,12 @@ class QuotaTree:
         self.root = TreeNode(ROOT, None, 0)
         nodes: dict[str, TreeNode] = {}
         order: list[TreeNode] = []
-        for name, _, depth in structure.live_order(problems):
+        path_up: dict[str, list[TreeNode]] = {ROOT: []}
+        for name, parent, depth in structure.live_order(problems):
             node = nodes[name] = TreeNode(name, structure[name], depth)
             order.append(node)
+            above = self.root if parent == ROOT else nodes[parent]
+            path_up[name] = [above, *path_up[parent]]
         for name, config in structure.items():
             if name in nodes or name in problems:
                 continue
@@ -184,6 +207,7 @@ class QuotaTree:
         self._problems = problems
         self._nodes = nodes
         self._order = order
+        self._path_up = path_up
         self._assign_participation()
         self._stale = False
         self.recompute()
@@ -253,6 +277,7 @@ class QuotaTree:
                 parent.sum_min[resource] = sum(c.min[resource] for c in children)
                 parent.sum_target[resource] = sum(c.target(resource) for c in children)
         for resource in root.resources:
+            root.used[resource] = sum(c.used[resource] for c in root.children_in[resource])
             root.runtime[resource] = root.guarantee[resource] = self.root_total(resource)
         for parent in (root, *order):
             for resource in parent.children_in:

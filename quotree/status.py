@@ -28,12 +28,18 @@ class NodeReport:
     problem: Problem | None
 
 
-def node_report(tree: QuotaTree, pods_of: Mapping[str, QuotaPods], name: str) -> NodeReport:
-    """status for tree node `name`: demand, runtime, used, pod counts, its problem."""
+def node_report(
+    tree: QuotaTree, pods_of: Mapping[str, QuotaPods], name: str, *, unresolved: int = 0
+) -> NodeReport:
+    """status for tree node `name`: demand, runtime, used, pod counts, its problem.
+
+    `unresolved`: gated pods of its namespaces that no quota will take; they count
+    as pending here, so that they are seen.
+    """
     node = tree.node(name)
     pods = pods_of.get(name)
     admitted = len(pods.admitted) if pods else 0
-    pending = len(pods.pending) if pods else 0
+    pending = (len(pods.pending) if pods else 0) + unresolved
     if node is not None:
         resources = sorted(node.resources)
         return NodeReport(

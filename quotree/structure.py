@@ -26,6 +26,13 @@ __all__ = ["ROOT", "PendingView", "Structure"]
 #: Name of the cluster root in the graph; the slash keeps it apart from object names.
 ROOT = "quotree.io/cluster"
 
+#: What tells two objects of the same name apart: (kind, namespace).
+Identity = tuple[str, str | None]
+
+
+def identity(config: NodeConfig) -> Identity:
+    return (config.kind, config.namespace)
+
 
 class Structure(Mapping[str, NodeConfig]):
     """Cohorts and ElasticQuotas by name, and the DiGraph of their parent links."""
@@ -33,7 +40,10 @@ class Structure(Mapping[str, NodeConfig]):
     def __init__(self, configs: Mapping[str, NodeConfig] | None = None) -> None:
         self.graph: nx.DiGraph = nx.DiGraph()
         self.graph.add_node(ROOT)
-        self._configs: dict[str, NodeConfig] = {}
+        self._configs: dict[str, NodeConfig] = {}  # by name: the one in the graph
+        # Every object by name and (kind, namespace): two objects may share a name when they
+        # slipped past the webhook (rule 6); the graph holds the first, both stay known.
+        self._objects: dict[str, dict[Identity, NodeConfig]] = {}
         for config in (configs or {}).values():
             self.set(config)
 
@@ -54,7 +64,16 @@ class Structure(Mapping[str, NodeConfig]):
     # ------------------------------------------------------------ changes
 
     def set(self, config: NodeConfig) -> None:
-        """Add or replace the object called `config.name`."""
+        """Add or replace the object `config` names (by name, kind and namespace)."""
+        name = config.name
+        objects = self._objects.setdefault(name, {})
+        objects[identity(config)] = config
+        primary = self._configs.get(name)
+        if primary is not None and identity(primary) != identity(config):
+            return  # a second object of that name: known, but the graph keeps the first
+        self._link(config)
+
+    def _link(self, config: NodeConfig) -> None:
         name = config.name
         if name in self.graph:
             for parent in list(self.graph.predecessors(name)):
@@ -64,8 +83,18 @@ class Structure(Mapping[str, NodeConfig]):
         self.graph.add_node(name)
         self.graph.add_edge(ROOT if config.parent is None else config.parent, name)
 
-    def remove(self, name: str) -> None:
-        """Forget the object called `name` (its children stay, waiting for it)."""
+    def remove(self, name: str, kind: str | None = None, namespace: str | None = None) -> None:
+        """Forget the object `name` of `kind` in `namespace` (kind None: every object of
+        that name). Its children stay, waiting for it; another object of the same name
+        takes its place in the graph."""
+        objects = self._objects.get(name, {})
+        for key in list(objects):
+            if kind is None or key == (kind, namespace):
+                del objects[key]
+        if objects:
+            self._link(next(iter(objects.values())))
+            return
+        self._objects.pop(name, None)
         if self._configs.pop(name, None) is None:
             return
         for parent in list(self.graph.predecessors(name)):
@@ -75,10 +104,27 @@ class Structure(Mapping[str, NodeConfig]):
 
     def _drop_if_unused(self, name: str) -> None:
         # A name without an object stays in the graph only while a child points at it.
-        if name != ROOT and name not in self._configs and not self.graph.out_degree(name):
+        if (
+            name != ROOT
+            and name not in self._configs
+            and name in self.graph  # gone already when it was its own parent
+            and not self.graph.out_degree(name)
+        ):
             self.graph.remove_node(name)
 
     # ------------------------------------------------------------ questions
+
+    def object(self, name: str, kind: str, namespace: str | None) -> NodeConfig | None:
+        """The object `name` of `kind` in `namespace`, if it is known."""
+        return self._objects.get(name, {}).get((kind, namespace))
+
+    def objects(self, name: str) -> list[NodeConfig]:
+        """Every object called `name` (more than one only when rule 6 was bypassed)."""
+        return list(self._objects.get(name, {}).values())
+
+    def duplicates(self) -> dict[str, list[NodeConfig]]:
+        """The names more than one object holds."""
+        return {n: list(o.values()) for n, o in self._objects.items() if len(o) > 1}
 
     def parent(self, name: str) -> str | None:
         """The parent `name` points at (ROOT for a top-level node; None when unknown)."""
@@ -151,11 +197,12 @@ class PendingView(Structure):
         self._pending = dict(pending)
         self.graph = base.graph
         self._configs = {**base._configs, **self._pending}
+        self._objects = base._objects
 
     def set(self, config: NodeConfig) -> None:
         raise TypeError("a PendingView is read-only")
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str, kind: str | None = None, namespace: str | None = None) -> None:
         raise TypeError("a PendingView is read-only")
 
     def parent(self, name: str) -> str | None:

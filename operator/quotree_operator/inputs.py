@@ -95,8 +95,9 @@ class Inputs:
         """A Cohort or ElasticQuota was added, changed or deleted."""
         metadata = body["metadata"]
         name = metadata["name"]
+        identity = {"kind": body["kind"], "namespace": metadata.get("namespace")}
         if deleted:
-            self.engine.remove_config(name)
+            self.engine.remove_config(name, **identity)
             self.quota_objects.pop(name, None)
             self.bad_specs.pop(name, None)
             self.memory.forget(name)
@@ -108,7 +109,7 @@ class Inputs:
             except ConfigError as exc:
                 logger.warning("%s", exc)
                 self.bad_specs[name] = str(exc)
-                self.engine.remove_config(name)
+                self.engine.remove_config(name, **identity)
             else:
                 self.bad_specs.pop(name, None)
                 if self.engine.tree.config(name) == config:

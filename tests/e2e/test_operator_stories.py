@@ -101,7 +101,8 @@ def test_capacity_story_1_borrowing_and_reclaim_of_lent_min(
     )
     st_a = k.status("eq", "quota-a", ns_a)
     assert st_a["runtime"] == {GPU: "4"}
-    # b got its min at once; a's borrowed pods go after the reclaim delay.
+    # b got 4 at once and its last 2 once a's borrowed pods were reclaimed (after the
+    # delay): the Cohort never held more than its max of 10.
     wait(cluster, operator, "quota-a reclaimed to 4", lambda: len(k.admitted_pods(ns_a)) == 4)
     reclaimed = k.events(ns_a, "Reclaimed")
     assert len({e["involvedObject"]["name"] for e in reclaimed}) == 2

@@ -1,6 +1,6 @@
 """Admission, in-quota preemption, reclaim and in-quota / over-quota labels (semantics.md)."""
 
-from builders import R, arrive, engine, pod, quota, runtimes, states
+from builders import R, arrive, cohort, engine, pod, quota, runtimes, states
 
 from quotree.engine import Engine
 
@@ -142,9 +142,15 @@ def test_reclaim_waits_for_the_delay_in_operator_mode() -> None:
     assert eng.report("a").used == {R: 8}
     for i in range(4):
         eng.observe_pod(pod("b", f"b{i}", 1))
-    # b's runtime is its demand 4 and it is admitted at once; a's runtime drops to 6.
+    # b's runtime is its demand 4 and a's drops to 6, but a still holds 8 of the cluster's
+    # 10 until the reclaim: only 2 of b's pods fit now (issue 9: never over-admit), the
+    # other 2 wait for the 2 units lent to a.
     first = eng.decide(now=1)
-    assert len(first.admitted) == 4
+    assert len(first.admitted) == 2
+    assert first.pending["b/b2"] == (
+        "does not fit in the cluster: x: used 10 + request 1 > capacity 10; "
+        "waits for 1 x lent to ElasticQuota a, reclaimed in 30 s"
+    )
     assert not first.evictions  # a is over its runtime, but only for 1 s
     assert not eng.decide(now=20).evictions
     decisions = eng.decide(now=31.5)
@@ -155,8 +161,11 @@ def test_reclaim_waits_for_the_delay_in_operator_mode() -> None:
     assert not eng.decide(now=40).evictions
     for victim in decisions.evictions:
         eng.forget_pod(victim.pod)
-    assert not eng.decide(now=41).evictions
+    last = eng.decide(now=41)
+    assert not last.evictions
+    assert sorted(key for key, _ in last.admitted) == ["b/b2", "b/b3"]
     assert eng.report("a").used == {R: 6}
+    assert eng.report("b").used == {R: 4}
 
 
 def test_refused_eviction_is_retried() -> None:
@@ -271,3 +280,194 @@ def test_reclaim_takes_what_it_can_when_non_preemptible_pods_hold_the_rest() -> 
     s = states(eng)
     assert s["a/p0"] == "reclaimed"
     assert all(s[f"a/np{i}"] == "admitted" for i in range(6))
+
+
+def test_reclaim_takes_the_latest_admitted_not_the_newest_created() -> None:
+    # x was created after y but admitted before it: x is in-quota, y over-quota.
+    eng = engine(quota("a", min=1, max=10), quota("b", min=9, max=10), capacity=10)
+    arrive(eng, pod("a", "x", 1, created=2), pod("a", "y", 1, created=1))
+    assert {eng.pods[k].capacity for k in ("a/x", "a/y")} == {"in-quota", "over-quota"}
+    assert eng.pods["a/x"].capacity == "in-quota"
+    arrive(eng, pod("b", "b", 9))
+    assert states(eng) == {"a/x": "admitted", "a/y": "reclaimed", "b/b": "admitted"}
+
+
+def test_reclaim_never_spares_an_over_quota_pod_while_an_in_quota_one_goes() -> None:
+    eng = engine(quota("a", min=2, max=10), quota("b", min=8, max=10), capacity=10)
+    arrive(
+        eng,
+        pod("a", "big", 2, priority=5),  # in-quota
+        pod("a", "np", 1, priority=3, preemptible=False),  # over-quota, never evicted
+        pod("a", "small", 1, priority=0),  # over-quota
+    )
+    assert [eng.pods[f"a/{n}"].capacity for n in ("big", "np", "small")] == [
+        "in-quota",
+        "over-quota",
+        "over-quota",
+    ]
+    arrive(eng, pod("b", "b", 8))
+    # a must free 2: small (1) is not enough, so big goes too; small is not given back
+    # even though big alone would do, since big is in-quota and small over-quota.
+    s = states(eng)
+    assert (s["a/big"], s["a/small"], s["a/np"]) == ("reclaimed", "reclaimed", "admitted")
+
+
+def issue_9_story(delay: float) -> Engine:
+    eng = engine(
+        cohort("c", min=4, max=4),
+        quota("a", "c", min=2),
+        quota("b", "c", min=2),
+        capacity=100,
+        reclaim_delay=delay,
+        instant_evictions=False,
+    )
+    for i in range(4):
+        eng.observe_pod(pod("a", f"a{i}", 1))
+    eng.decide(now=0)
+    assert eng.report("a").used == {R: 4}  # a borrows b's idle min
+    return eng
+
+
+def test_the_cohort_never_holds_more_than_its_max_while_lent_quota_is_reclaimed() -> None:
+    eng = issue_9_story(delay=30.0)
+    eng.observe_pod(pod("b", "b0", 1))
+    eng.observe_pod(pod("b", "b1", 1))
+    first = eng.decide(now=5)
+    assert first.admitted == []  # b fits its own runtime (2), but the Cohort is full
+    assert first.pending["b/b0"] == (
+        "does not fit in Cohort c: x: used 4 + request 1 > runtime 4; "
+        "waits for 1 x lent to ElasticQuota a, reclaimed in 30 s"
+    )
+    assert eng.report("c").used == {R: 4}
+    assert not eng.decide(now=20).evictions
+    reclaim = eng.decide(now=35)
+    assert sorted(e.pod for e in reclaim.evictions) == ["a/a2", "a/a3"]
+    assert reclaim.admitted == []  # the victims still hold their resources
+    assert "being evicted" in eng.pods["b/b0"].reason
+    for eviction in reclaim.evictions:
+        eng.forget_pod(eviction.pod)
+    assert sorted(k for k, _ in eng.decide(now=36).admitted) == ["b/b0", "b/b1"]
+    assert eng.report("c").used == {R: 4}
+
+
+def test_reclaim_delay_zero_reclaims_at_once() -> None:
+    eng = issue_9_story(delay=0.0)
+    eng.observe_pod(pod("b", "b0", 1))
+    decisions = eng.decide(now=1)
+    assert [e.pod for e in decisions.evictions] == ["a/a3"]
+    assert decisions.admitted == []
+    assert "lent to ElasticQuota a, being evicted" in eng.pods["b/b0"].reason
+
+
+def test_a_shrunken_cluster_admits_nothing_until_usage_is_back_under_capacity() -> None:
+    eng = engine(
+        quota("a", min=5),
+        quota("b", min=5),
+        capacity=10,
+        reclaim_delay=30.0,
+        instant_evictions=False,
+    )
+    for i in range(5):
+        eng.observe_pod(pod("a", f"a{i}", 1))
+    eng.decide(now=0)
+    eng.set_cluster_node("node-1", {R: 6})  # a node is gone: the mins are scaled to 3 each
+    eng.observe_pod(pod("b", "b0", 2))
+    decisions = eng.decide(now=1)
+    assert runtimes(eng) == {"a": 4, "b": 2}
+    assert decisions.admitted == []  # b fits its runtime, the cluster does not hold it
+    assert decisions.pending["b/b0"] == (
+        "does not fit in the cluster: x: used 5 + request 2 > capacity 6; "
+        "waits for 1 x lent to ElasticQuota a, reclaimed in 30 s"
+    )
+    reclaim = eng.decide(now=31)
+    assert [e.pod for e in reclaim.evictions] == ["a/a4"]
+    eng.forget_pod("a/a4")
+    assert [k for k, _ in eng.decide(now=32).admitted] == ["b/b0"]
+
+
+def test_preemption_takes_one_larger_pod_rather_than_four_small_ones() -> None:
+    # Lowest priority first, newest first, would take the four small, newer pods; the one
+    # older pod of the same low priority frees as much on its own.
+    eng = engine(quota("a", min=8, max=8), capacity=100)
+    arrive(
+        eng,
+        pod("a", "big", 4, priority=0, created=1),
+        *(pod("a", f"small{i}", 1, priority=0, created=2 + i) for i in range(4)),
+    )
+    arrive(eng, pod("a", "urgent", 4, priority=5))
+    s = states(eng)
+    assert s["a/big"] == "preempted"
+    assert [s[f"a/small{i}"] for i in range(4)] == ["admitted"] * 4
+    assert s["a/urgent"] == "admitted"
+
+
+def test_fewest_victims_then_lowest_priority_then_newest() -> None:
+    eng = engine(quota("a", min=8, max=8), capacity=100)
+    arrive(
+        eng,
+        pod("a", "mid", 4, priority=2, created=1),  # one pod, but of a higher priority
+        pod("a", "low-old", 2, priority=1, created=2),
+        pod("a", "low-new", 2, priority=1, created=3),
+    )
+    arrive(eng, pod("a", "urgent", 2, priority=5))
+    # One victim is enough: of the three single pods that free 2, the least important
+    # is the newest of the lowest priority.
+    assert states(eng)["a/low-new"] == "preempted"
+    assert states(eng)["a/mid"] == states(eng)["a/low-old"] == "admitted"
+
+
+def test_the_default_quota_takes_pods_of_uncovered_namespaces_labelled_or_not() -> None:
+    # The mutating webhook labels such a pod with the default quota's name; the engine
+    # must accept that label (issue 9 item 3), admit the pod and count it.
+    eng = Engine(default_quota="shared", reclaim_delay=0.0)
+    eng.set_config(quota("shared", namespace="quotree-default", min=4))
+    eng.set_config(quota("team", min=4))
+    eng.set_cluster_node("node-1", {R: 10})
+    assert eng.resolve("uncovered", {"quotree.io/quota-name": "shared"}).quota == "shared"
+    assert eng.resolve("uncovered", {}).quota == "shared"
+    assert eng.resolve("team", {}).quota == "team"  # a covered namespace: not the default
+    assert eng.resolve("team", {"quotree.io/quota-name": "shared"}).error is not None
+    assert eng.resolve("kube-system", {}).quota is None
+    eng.observe_pod(pod("uncovered", "p", 3, label="shared"))
+    eng.observe_pod(pod("elsewhere", "q", 1))
+    assert sorted(k for k, _ in eng.decide().admitted) == ["elsewhere/q", "uncovered/p"]
+    report = eng.report("shared")
+    assert (report.used, report.admitted_pods) == ({R: 4}, 2)
+
+
+def test_a_pod_whose_quota_was_deleted_waits_says_why_and_is_counted() -> None:
+    eng = engine(
+        quota("a", namespace="team", min=2, max=2),
+        quota("b", namespace="other", namespaces=("team",), min=2),
+        capacity=10,
+    )
+    arrive(eng, pod("team", "fits", 2, label="a"))
+    eng.observe_pod(pod("team", "waits", 1, label="a"))
+    eng.decide()
+    assert eng.pods["team/waits"].state == "pending"
+    eng.remove_config("a")  # its pending pod's label now names no quota covering "team"
+    decisions = eng.decide()
+    reason = (
+        "cannot be charged to a quota: ElasticQuota a does not cover namespace team "
+        "(quotas covering it: b)"
+    )
+    assert decisions.pending["team/waits"] == reason  # the shell sends it as a Pending event
+    assert eng.pods["team/waits"].reason == reason
+    assert eng.report("b").pending_pods == 1  # counted where its namespace's owners look
+    assert [r.key for r in eng.unresolved_pods()] == ["team/waits"]
+    # The admitted pod keeps running (its gate is gone), it is not queued again.
+    assert eng.pods["team/fits"].state == "unmanaged"
+    eng.set_config(quota("a", namespace="team", min=2, max=2))  # back: it is taken again
+    eng.decide()
+    assert eng.unresolved_pods() == []
+    assert eng.report("b").pending_pods == 0
+
+
+def test_a_pod_of_a_namespace_that_became_ambiguous_is_counted_in_both_quotas() -> None:
+    eng = engine(quota("a", namespace="x", namespaces=("shared",), min=2), capacity=10)
+    eng.observe_pod(pod("shared", "p", 20))  # too big: it waits in a
+    eng.decide()
+    eng.set_config(quota("b", namespace="y", namespaces=("shared",), min=2))
+    decisions = eng.decide()
+    assert "covered by several ElasticQuotas (a, b)" in decisions.pending["shared/p"]
+    assert eng.report("a").pending_pods == eng.report("b").pending_pods == 1

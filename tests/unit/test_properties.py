@@ -5,6 +5,7 @@ Each property runs a few hundred random cases (settings below), in CI too.
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -13,8 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotree.accounts import TreeNode
+from quotree.admission import IN_QUOTA, OVER_QUOTA
 from quotree.engine import Engine
+from quotree.eviction import EXACT_SEARCH_LIMIT, fewest_victims, over_runtime
 from quotree.models import NodeConfig
+from quotree.pods import PodRecord, PodState
+from quotree.simulate import SimulatedEngine
 
 RESOURCES = ("x", "y")
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -102,6 +107,12 @@ def parents_of(eng: Engine) -> list[TreeNode]:
 def runtime_map(eng: Engine) -> dict[tuple[str, str], int]:
     eng.tree.settle()
     return {(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources}
+
+
+def used_map(eng: Engine) -> dict[tuple[str, str], int]:
+    eng.tree.settle()
+    nodes = [eng.tree.root, *eng.tree.live_nodes()]
+    return {(n.name, r): n.used[r] for n in nodes for r in n.resources}
 
 
 @PROPERTY
@@ -196,5 +207,296 @@ def test_incremental_equals_full_recomputation(scenario: Scenario, rnd: random.R
         if rnd.random() < 0.5:
             eng.decide(float(i))
     incremental = runtime_map(eng)
+    used = used_map(eng)
     eng.tree.recompute()
     assert runtime_map(eng) == incremental
+    assert used_map(eng) == used  # the root's too: the ancestor check reads it
+
+
+class LabelWatch(SimulatedEngine):
+    """The simulator's engine, noting every in-quota pod reclaimed while an over-quota
+    preemptible pod of its quota that could have gone instead stays admitted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken: list[tuple[str, str]] = []
+
+    def _eviction_asked(self, record: PodRecord, kind: str, reason: str) -> None:
+        if kind == "Reclaimed" and record.capacity == IN_QUOTA and record.quota:
+            node = self.tree.node(record.quota)
+            assert node is not None
+            pods = self._quota_pods[record.quota]
+            over = over_runtime(node, pods)  # what is still over, this victim not yet gone
+            for other in pods.admitted.values():
+                if (
+                    other is not record
+                    and other.capacity == OVER_QUOTA
+                    and other.preemptible
+                    and not other.evicting
+                    and any(other.request.get(r, 0) > 0 for r in over)
+                ):
+                    self.broken.append((record.key, other.key))
+        super()._eviction_asked(record, kind, reason)
+
+
+lender_pods = st.lists(
+    st.tuples(
+        st.integers(1, 4),  # request
+        st.integers(0, 3),  # priority
+        st.floats(0, 100),  # creation time (admission order may differ)
+        st.booleans(),  # preemptible
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@PROPERTY
+@given(
+    scenarios(),
+    st.integers(1, 10),
+    st.integers(1, 10),
+    lender_pods,
+    st.lists(st.integers(1, 4), max_size=6),
+)
+def test_no_in_quota_pod_is_reclaimed_while_an_over_quota_one_stays(
+    scenario: Scenario,
+    min_a: int,
+    min_b: int,
+    a_pods: list[tuple[int, int, float, bool]],
+    b_pods: list[int],
+) -> None:
+    """Labels are a promise: reclaim takes every over-quota preemptible pod that helps
+    (requests a resource the quota is still over in) before any in-quota pod.
+
+    Random trees and pod streams, and a focused story: quota a borrows b's idle min
+    with pods of mixed sizes, priorities and creation times, then b takes it back.
+    """
+    eng = LabelWatch()
+    for config in scenario.configs:
+        eng.set_config(config)
+    eng.set_cluster_node("node-1", scenario.capacity)
+    arrive_all(eng, scenario)
+    assert eng.broken == []
+    story = LabelWatch()
+    story.set_config(quota("a", min=min_a, max=min_a + min_b))
+    story.set_config(quota("b", min=min_b))
+    story.set_cluster_node("node-1", {"x": min_a + min_b})
+    for i, (amount, priority, created, preemptible) in enumerate(a_pods):
+        facts = pod(
+            "a", f"a{i}", amount, priority=priority, created=created, preemptible=preemptible
+        )
+        story.observe_pod(facts)
+        story.decide()
+    for i, amount in enumerate(b_pods):
+        story.observe_pod(pod("b", f"b{i}", amount, created=200 + i))
+        story.decide()
+    assert story.broken == []
+
+
+def admitted_below(eng: Engine) -> dict[str, dict[str, int]]:
+    """Admitted usage under every live Cohort and the root, summed from the pod records.
+
+    Pods whose eviction is in flight count: they hold their resources until they are gone.
+    """
+    totals: dict[str, dict[str, int]] = {}
+    for record in eng.pods.values():
+        if record.state != "admitted" or record.quota is None:
+            continue
+        node = eng.tree.node(record.quota)
+        if node is None:
+            continue
+        for above in [*eng.tree.ancestors(node), eng.tree.root]:
+            sums = totals.setdefault(above.name, {})
+            for r in node.resources:
+                sums[r] = sums.get(r, 0) + record.request.get(r, 0)
+    return totals
+
+
+@st.composite
+def lender_stories(draw: st.DrawFn) -> Scenario:
+    """Quota a borrows b's idle min (under a Cohort or not), then b asks for it back."""
+    min_a, min_b = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    parent = "c" if draw(st.booleans()) else None
+    configs = [quota("a", parent, min=min_a), quota("b", parent, min=min_b)]
+    if parent:
+        configs.insert(0, cohort("c", min=min_a + min_b, max=min_a + min_b))
+    extra = draw(st.integers(0, 3)) if parent else 0
+    capacity = {"x": min_a + min_b + extra, "y": 0}
+    sizes = st.integers(1, 3)
+    pods = [("a", {"x": n}, 0, True) for n in draw(st.lists(sizes, min_size=1, max_size=8))]
+    pods += [("b", {"x": n}, 0, True) for n in draw(st.lists(sizes, min_size=1, max_size=6))]
+    return Scenario(configs, capacity, pods)
+
+
+events = st.lists(
+    st.tuples(
+        st.sampled_from(["pod", "pod", "pod", "delete", "time", "gone", "shrink"]),
+        st.integers(0, 10**6),
+    ),
+    max_size=40,
+)
+
+
+@PROPERTY
+@given(st.one_of(scenarios(), lender_stories()), events, st.sampled_from([0.0, 5.0, 30.0]))
+def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
+    scenario: Scenario, stream: list[tuple[str, int]], delay: float
+) -> None:
+    """After any event, with a reclaim delay and time advancing: an ancestor (Cohort or the
+    cluster) that had a pod admitted below it holds at most its runtime, and one that holds
+    more (lent quota not reclaimed yet, a cluster that shrank) did not grow.
+
+    Usage is summed from the admitted pods, evictions in flight included.
+    """
+    eng = engine(
+        *scenario.configs,
+        capacity=scenario.capacity,
+        instant_evictions=False,
+        reclaim_delay=delay,
+    )
+    quotas = [c.name for c in scenario.configs if c.is_leaf]
+    now = 0.0
+    pods = iter(scenario.pods)
+    count = 0
+    # The drawn events, then every pod not yet arrived, then time and evictions going by.
+    tail = [("pod", 0)] * len(scenario.pods) + [("time", 39), ("gone", 0), ("time", 39)]
+    for kind, draw in [*stream, *tail]:
+        before = admitted_below(eng)
+        if kind == "pod":
+            spec = next(pods, None)
+            if spec is None:
+                continue
+            q, request, priority, preemptible = spec
+            count += 1
+            eng.observe_pod(
+                pod(
+                    q, f"p{count}", request, priority=priority, created=now, preemptible=preemptible
+                )
+            )
+        elif kind == "delete" and eng.pods:
+            eng.forget_pod(sorted(eng.pods)[draw % len(eng.pods)])
+        elif kind == "time":
+            now += draw % 40
+        elif kind == "gone":
+            for key in [k for k, r in eng.pods.items() if r.evicting]:
+                eng.forget_pod(key)
+        elif kind == "shrink":
+            eng.set_cluster_node(
+                "node-1", {r: scenario.capacity[r] * (draw % 4) // 3 for r in RESOURCES}
+            )
+        decisions = eng.decide(now)
+        admitted_under = set()
+        for key, _ in decisions.admitted:
+            node = eng.tree.node(eng.pods[key].quota or "")
+            assert node is not None
+            admitted_under |= {a.name for a in [*eng.tree.ancestors(node), eng.tree.root]}
+        after = admitted_below(eng)
+        runtimes = {n.name: n.runtime for n in [eng.tree.root, *eng.tree.live_nodes()]}
+        for name, sums in after.items():
+            for r, used in sums.items():
+                runtime = runtimes[name][r]
+                if name in admitted_under:
+                    assert used <= runtime, (name, r, used, runtime)
+                elif used > runtime:
+                    assert used <= before.get(name, {}).get(r, 0), (name, r, used, runtime)
+    assert quotas  # the scenario always has quotas
+
+
+victim_pods = st.lists(
+    st.tuples(
+        st.fixed_dictionaries({r: st.integers(0, 6) for r in RESOURCES}),
+        st.integers(0, 4),  # priority
+        st.integers(0, 50),  # creation time
+    ),
+    max_size=16,
+)
+
+
+@PROPERTY
+@given(victim_pods, st.fixed_dictionaries({r: st.integers(0, 12) for r in RESOURCES}))
+def test_preemption_victims_are_the_fewest_that_free_enough(
+    candidates: list[tuple[dict[str, int], int, int]], need: dict[str, int]
+) -> None:
+    """Up to the exact-search bound the count is the least possible (checked by brute force
+    over every set); above it, no victim can be given back and the rest still free enough."""
+    records = [
+        PodRecord(pod("a", f"c{i}", req, priority=p, created=float(t)), "a", PodState.ADMITTED, i)
+        for i, (req, p, t) in enumerate(candidates)
+    ]
+    victims = fewest_victims(need, records)
+
+    def frees(chosen: list[PodRecord]) -> bool:
+        return all(sum(v.request.get(r, 0) for v in chosen) >= a for r, a in need.items())
+
+    if not frees(records):
+        assert victims == []
+        return
+    assert frees(victims)
+    assert len({v.key for v in victims}) == len(victims)
+    for v in victims:
+        assert not frees([w for w in victims if w is not v]), "a victim was not needed"
+    helpful = [c for c in records if any(c.request.get(r, 0) and need[r] for r in need)]
+    if len(helpful) <= EXACT_SEARCH_LIMIT and len(helpful) <= 10:
+        least = min(
+            (
+                k
+                for k in range(len(helpful) + 1)
+                for combo in itertools.combinations(helpful, k)
+                if frees(list(combo))
+            ),
+        )
+        assert len(victims) == least
+
+
+config_ops = st.lists(
+    st.tuples(
+        st.booleans(),  # True: apply, False: delete
+        st.sampled_from(["a", "b", "c"]),  # name
+        st.sampled_from(["Cohort", "ElasticQuota"]),
+        st.sampled_from(["n1", "n2"]),  # an ElasticQuota's namespace
+        st.sampled_from([None, "a", "b", "c", "gone"]),  # parent
+        st.integers(0, 5),  # min
+    ),
+    max_size=25,
+)
+
+
+@PROPERTY
+@given(config_ops)
+def test_any_sequence_of_changes_equals_building_the_survivors_afresh(
+    ops: list[tuple[bool, str, str, str, str | None, int]],
+) -> None:
+    """Objects come and go, duplicate names included (rule 6 bypassed): the structure,
+    the problems and the runtimes are those of the surviving objects applied afresh, and
+    deleting one object of a shared name never removes the other."""
+    eng = engine(capacity={"x": 20})
+    alive: dict[tuple[str, str, str | None], NodeConfig] = {}
+    for apply, name, kind, namespace, parent, low in ops:
+        ns = namespace if kind == "ElasticQuota" else None
+        if apply:
+            make = cohort if kind == "Cohort" else quota
+            config = (
+                make(name, parent, min=low)
+                if kind == "Cohort"
+                else quota(name, parent, namespace=ns, min=low)
+            )
+            eng.set_config(config)
+            alive[(name, kind, ns)] = config
+        else:
+            eng.remove_config(name, kind=kind, namespace=ns)
+            alive.pop((name, kind, ns), None)
+        eng.decide()
+    structure = eng.tree.structure
+    assert sorted(
+        (o.name, o.kind, o.namespace) for n in ("a", "b", "c") for o in structure.objects(n)
+    ) == sorted(alive)
+    fresh = engine(capacity={"x": 20})
+    for name in ("a", "b", "c"):  # the same object first in the graph for each name
+        for config in structure.objects(name):
+            fresh.set_config(config)
+    assert set(fresh.tree.structure.graph.edges) == set(structure.graph.edges)
+    assert {n: (p.reason, p.message) for n, p in fresh.tree.problems.items()} == {
+        n: (p.reason, p.message) for n, p in eng.tree.problems.items()
+    }
+    assert runtime_map(fresh) == runtime_map(eng)

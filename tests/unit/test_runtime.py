@@ -236,3 +236,42 @@ def test_a_quota_that_comes_back_explains_its_pending_pods_again() -> None:
     eng.set_config(cohort("dept", min=10))  # same numbers as before
     eng.decide()
     assert "used 10 + request 5 > runtime 10" in eng.pods["a/waits"].reason
+
+
+def test_two_objects_with_one_name_are_both_invalid_and_deleting_one_keeps_the_other() -> None:
+    # A Cohort and an ElasticQuota called "x" slipped past the webhook (rule 6).
+    eng = engine(cohort("x", min=10), quota("q", "x", min=5), capacity=100)
+    eng.set_config(quota("x", namespace="team", min=3))
+    problem = eng.tree.problems["x"]
+    assert problem.reason == "DuplicateName"
+    assert problem.message.startswith(
+        "Cohort x and ElasticQuota team/x share the name x; Cohort and ElasticQuota names"
+    )
+    assert eng.tree.problems["q"].reason == "InactiveAncestor"
+    arrive(eng, pod("team", "p", 1))
+    assert eng.pods["team/p"].state == "pending"
+    assert "share the name x" in eng.pods["team/p"].reason
+    eng.remove_config("x", kind="ElasticQuota", namespace="team")
+    assert "x" not in eng.tree.problems
+    assert runtimes(eng) == {"x": 0, "q": 0}  # the Cohort is back, with its child
+    assert eng.tree.config("x") == cohort("x", min=10)
+
+
+def test_elastic_quotas_of_one_name_in_two_namespaces() -> None:
+    eng = engine(quota("x", namespace="one", min=2), capacity=10)
+    eng.set_config(quota("x", namespace="two", min=2))
+    assert eng.tree.problems["x"].reason == "DuplicateName"
+    eng.remove_config("x", kind="ElasticQuota", namespace="one")
+    assert "x" not in eng.tree.problems
+    arrive(eng, pod("two", "p", 1))
+    assert eng.pods["two/p"].state == "admitted"
+    assert eng.resolve("one", {}).quota is None  # "one" is no longer covered
+
+
+def test_a_cohort_that_is_its_own_parent_can_be_deleted() -> None:
+    # Found by the property test: removing it dropped its graph node twice.
+    eng = engine(cohort("c", "c"), capacity=10)
+    assert eng.tree.problems["c"].reason == "CycleDetected"
+    eng.remove_config("c", kind="Cohort")
+    assert eng.tree.problems == {}
+    assert list(eng.tree.structure.graph.nodes) == ["quotree.io/cluster"]
