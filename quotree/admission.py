@@ -208,16 +208,17 @@ def in_quota_order(record: PodRecord) -> tuple[int, int]:
     return (-record.facts.priority, record.admitted_seq)
 
 
-def capacity_labels(node: TreeNode, pods: QuotaPods) -> dict[str, str]:
+def capacity_labels(node: TreeNode, pods: QuotaPods) -> list[tuple[PodRecord, str]]:
     """in-quota / over-quota for every admitted pod: by priority, then admission, within min."""
     running: dict[str, int] = dict.fromkeys(node.resources, 0)
     within = True
-    labels = {}
+    labels = []
     for record in sorted(pods.admitted.values(), key=in_quota_order):
         if within:
+            request = record.facts.request
             for resource in node.resources:
-                running[resource] += record.request.get(resource, 0)
+                running[resource] += request.get(resource, 0)
                 if running[resource] > node.min[resource]:
                     within = False
-        labels[record.key] = IN_QUOTA if within else OVER_QUOTA
+        labels.append((record, IN_QUOTA if within else OVER_QUOTA))
     return labels

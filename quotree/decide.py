@@ -113,11 +113,10 @@ class Decider:
         admitted_before = len(pods.admitted)
         evicted |= self._admit_pending(name, node, pods, out)
         if relabel or evicted or admitted_before != len(pods.admitted):
-            for key, label in admission.capacity_labels(node, pods).items():
-                record = pods.admitted[key]
+            for record, label in admission.capacity_labels(node, pods):
                 if record.capacity != label:
                     record.capacity = label
-                    out.labels[key] = label
+                    out.labels[record.key] = label
         return evicted
 
     def _set_reason(self, record: PodRecord, reason: str, out: Decisions) -> None:

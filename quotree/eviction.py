@@ -113,7 +113,7 @@ def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) ->
     in-quota one; then the victims not needed are given back, most important first,
     except that an over-quota victim is never given back while an in-quota one goes.
     """
-    labels = capacity_labels(node, pods)
+    labels = {record.key: label for record, label in capacity_labels(node, pods)}
     candidates = [
         r
         for r in pods.admitted.values()

@@ -344,8 +344,9 @@ def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
     scenario: Scenario, stream: list[tuple[str, int]], delay: float
 ) -> None:
     """After any event, with a reclaim delay and time advancing: an ancestor (Cohort or the
-    cluster) that had a pod admitted below it holds at most its runtime, and one that holds
-    more (lent quota not reclaimed yet, a cluster that shrank) did not grow.
+    cluster) below which a pod asking for resource r was admitted holds at most its runtime
+    in r, and one that holds more (lent quota not reclaimed yet, a cluster that shrank) did
+    not grow. (A pod asking 0 of r is not held back by r, as in the quota's own check.)
 
     Usage is summed from the admitted pods, evictions in flight included.
     """
@@ -386,17 +387,23 @@ def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
                 "node-1", {r: scenario.capacity[r] * (draw % 4) // 3 for r in RESOURCES}
             )
         decisions = eng.decide(now)
-        admitted_under = set()
+        admitted_under = set()  # (ancestor, resource) where a pod asking for it was admitted
         for key, _ in decisions.admitted:
-            node = eng.tree.node(eng.pods[key].quota or "")
+            record = eng.pods[key]
+            node = eng.tree.node(record.quota or "")
             assert node is not None
-            admitted_under |= {a.name for a in [*eng.tree.ancestors(node), eng.tree.root]}
+            admitted_under |= {
+                (a.name, r)
+                for a in [*eng.tree.ancestors(node), eng.tree.root]
+                for r in node.resources
+                if record.request.get(r, 0) > 0
+            }
         after = admitted_below(eng)
         runtimes = {n.name: n.runtime for n in [eng.tree.root, *eng.tree.live_nodes()]}
         for name, sums in after.items():
             for r, used in sums.items():
                 runtime = runtimes[name][r]
-                if name in admitted_under:
+                if (name, r) in admitted_under:
                     assert used <= runtime, (name, r, used, runtime)
                 elif used > runtime:
                     assert used <= before.get(name, {}).get(r, 0), (name, r, used, runtime)
