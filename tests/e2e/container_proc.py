@@ -89,6 +89,9 @@ def sa_kubeconfig(directory: Path) -> Path:
     return path
 
 
+_started: list[str] = []  # containers this test session started (the first clears stale ones)
+
+
 class ContainerOperator(OperatorProcess):
     """One operator container; ``proc`` is the attached ``podman run``."""
 
@@ -124,6 +127,20 @@ class ContainerOperator(OperatorProcess):
                 self.proc.wait(timeout=30)
 
 
+def remove_stale_containers() -> None:
+    """Remove operator containers a killed test run left (e2e runs hold a machine-wide lock)."""
+    found = subprocess.run(
+        ["podman", "ps", "-a", "-q", "--filter", "name=^quotree-e2e-"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    ids = found.stdout.split()
+    if ids:
+        subprocess.run(["podman", "rm", "-f", *ids], capture_output=True, check=False, timeout=60)
+
+
 def start_container(
     kubeconfig: Path,
     env: dict[str, str] | None = None,
@@ -134,6 +151,9 @@ def start_container(
 ) -> ContainerOperator:
     """Start the image as the ServiceAccount; see the module docstring."""
     name = f"quotree-e2e-{log_name}-{uuid.uuid4().hex[:6]}"
+    if not _started:
+        remove_stale_containers()
+        _started.append(name)
     args = [*PODMAN_RUN, "--name", name, "-v", f"{kubeconfig}:{KUBECONFIG_IN_CONTAINER}:ro"]
     full_env = {"KUBECONFIG": KUBECONFIG_IN_CONTAINER, "QUOTREE_IDENTITY": name, **(env or {})}
     if cert_dir is not None:
