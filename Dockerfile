@@ -37,4 +37,4 @@ ENV PATH=/opt/quotree/bin:/usr/local/bin:/usr/bin:/bin \
     QUOTREE_CERT_DIR=/tmp/webhook-pki
 USER 65532:65532
 WORKDIR /tmp
-ENTRYPOINT ["kopf", "run", "--all-namespaces", "--standalone", "-m", "quotree_operator.main"]
+ENTRYPOINT ["kopf", "run", "--all-namespaces", "--standalone", "-m", "quotree_main"]

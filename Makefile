@@ -26,7 +26,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy quotree
-	$(BIN)/mypy operator/quotree_operator webhooks/quotree_webhooks
+	$(BIN)/mypy operator/quotree_main operator/quotree_operator webhooks/quotree_webhooks
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

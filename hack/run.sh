@@ -51,7 +51,7 @@ mkdir -p "${LOG_DIR}"
 LOG="${LOG_DIR}/operator.log"
 echo ">>> starting the operator (log: ${LOG})"
 KUBECONFIG="${OPERATOR_KUBECONFIG}" "${VENV_BIN}/kopf" run --all-namespaces --standalone \
-  -m quotree_operator.main >"${LOG}" 2>&1 &
+  -m quotree_main >"${LOG}" 2>&1 &
 OPERATOR_PID=$!
 stop() {
   trap - INT TERM EXIT

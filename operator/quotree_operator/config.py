@@ -1,7 +1,8 @@
 """The operator's settings, from command-line-free environment variables (QUOTREE_*).
 
-One object, read once at start-up and kept in Kopf's `memo.config`; the
-webhooks read the same object, so both shells agree on namespaces and ports.
+One object, read once at start-up by the entry point (quotree_main), which also builds the
+webhooks' own `WebhookSettings` from it, so both shells agree on namespaces and ports
+without the webhooks importing the operator.
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ class PodMutation:
 def review_pod_create(
     engine: Engine, pod: Mapping[str, Any], namespace: str, never_gated: Iterable[str] = ()
 ) -> PodMutation:
-    """Which quota a new pod is charged to (api.md, "Pods"), as label and gate changes.
+    """Which quota a new pod is charged to (docs/webhooks.md), as label and gate changes.
 
     Pods in system namespaces, the operator's namespace and `never_gated` are
     left alone; so are pods no quota covers (unless there is a default quota).
@@ -207,7 +207,7 @@ def review_pod_create(
     raw_gates = spec.get("schedulingGates")
     existing = [dict(g) for g in raw_gates if isinstance(g, Mapping)] if raw_gates else []
     gates: list[dict[str, Any]] | None = None
-    # A pod bound to a node at creation cannot carry gates (the API refuses them);
+    # A pod bound to a cluster node at creation cannot carry gates (the API refuses them);
     # the operator counts it as admitted.
     if not spec.get("nodeName") and not any(g.get("name") == ADMISSION_GATE for g in existing):
         gates = [*existing, {"name": ADMISSION_GATE}]
