@@ -60,6 +60,8 @@ def webhook_settings(config: OperatorConfig) -> WebhookSettings:
         port=config.webhook_port,
         cert_dir=config.cert_dir,
         service=config.webhook_service,
+        cert_secret=config.cert_secret,
+        cert_provided=config.cert_provided,
     )
 
 

@@ -351,6 +351,32 @@ class Kube:
         )
         return data is None or bool((data.get("metadata") or {}).get("deletionTimestamp"))
 
+    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Secret (the webhooks' shared certificate) as stored, or None if there is none."""
+        data: dict[str, Any] | None = await self._read(
+            f"Secret {namespace}/{name}: read",
+            self.core.read_namespaced_secret(name, namespace, _preload_content=False),
+            missing_ok=True,
+        )
+        return data
+
+    async def write_secret(self, namespace: str, body: Mapping[str, Any], create: bool) -> bool:
+        """Create, or replace with the resourceVersion in `body`; False if another wrote first."""
+        name = body["metadata"]["name"]
+        if create:
+            call = self.core.create_namespaced_secret(namespace, dict(body), _preload_content=False)
+        else:
+            call = self.core.replace_namespaced_secret(
+                name, namespace, dict(body), _preload_content=False
+            )
+        try:
+            await self._discard(f"Secret {namespace}/{name}: write", call)
+        except KubeError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
     async def apply_webhook_configurations(
         self, mutating: Mapping[str, Any], validating: Mapping[str, Any]
     ) -> None:
