@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 
 import yaml
+
 from quotree_webhooks.configurations import build_configurations
 
 NAMESPACE = "quotree-system"
