@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from quotree.models import CAPACITY_LABEL, GROUP, VERSION
 from quotree_operator import bodies
 
-__all__ = ["Kube", "KubeError"]
+__all__ = ["CredentialsError", "Kube", "KubeError"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,13 @@ class KubeError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class CredentialsError(KubeError):
+    """No usable credentials: no in-cluster ServiceAccount and no usable kubeconfig."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, message)
 
 
 def _convert(exc: BaseException, what: str) -> KubeError:
@@ -78,7 +86,12 @@ class Kube:
         try:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except config.ConfigException:
-            await config.load_kube_config(client_configuration=configuration)
+            try:
+                await config.load_kube_config(client_configuration=configuration)
+            except Exception as exc:  # ConfigException, a missing file, bad YAML, ...
+                where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+                detail = " ".join(str(exc).split()) or type(exc).__name__
+                raise CredentialsError(f"kubeconfig {where}: {detail}") from None
         configuration.connection_pool_maxsize = pool
         return cls(client.ApiClient(configuration))
 
