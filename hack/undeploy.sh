@@ -8,7 +8,8 @@
 #  3. release every pod still behind the quotree.io/admission scheduling gate (a JSON
 #     patch that tests the gate is still at that index, then removes it; other gates stay),
 #     until none is left;
-#  4. delete the rest of manifests/ (Service, PDB, RBAC, namespace) except the CRDs: the
+#  4. remove the quotree.io/managed label from namespaces (nothing selects by it any more);
+#  5. delete the rest of manifests/ (Service, PDB, RBAC, namespace) except the CRDs: the
 #     Cohorts and ElasticQuotas stay until you `kubectl delete -f crds/` (docs/deploy.md).
 set -euo pipefail
 
@@ -64,6 +65,9 @@ if gated_pods | grep -q " ${GATE}\( \|$\)"; then
   exit 1
 fi
 say "no pod carries the ${GATE} gate (${released} released)"
+
+say "removing the quotree.io/managed label from namespaces"
+"${KC[@]}" label namespaces -l quotree.io/managed quotree.io/managed- >/dev/null
 
 say "deleting the rest of manifests/ (the CRDs and quota objects stay)"
 M="${ROOT}/manifests"

@@ -167,6 +167,13 @@ async def cluster_node_event(
     _process(memo).controller.inputs.observe_cluster_node(body, _deleted(event))
 
 
+@kopf.on.event("", "v1", "namespaces")
+async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    controller = _process(memo).controller
+    controller.namespaces.observe(body, _deleted(event))
+    controller.signals.wake.set()
+
+
 @kopf.on.event(GROUP, VERSION, "cohorts")
 async def cohort_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     _process(memo).controller.inputs.observe_quota_object(body, _deleted(event))

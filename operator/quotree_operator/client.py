@@ -248,6 +248,16 @@ class Kube:
             ),
         )
 
+    async def label_namespace(self, name: str, label: str, value: str | None) -> None:
+        """Set (or, with None, remove) one label of a namespace."""
+        body = {"metadata": {"labels": {label: value}}}
+        await self._discard(
+            f"Namespace {name}: label {label}",
+            self.core.patch_namespace(
+                name, body, _content_type=_MERGE_PATCH, _preload_content=False
+            ),
+        )
+
     async def evict(self, namespace: str, name: str) -> None:
         """The Eviction API (PodDisruptionBudgets hold); a refusal raises KubeError(429)."""
         body = bodies.eviction(namespace, name)

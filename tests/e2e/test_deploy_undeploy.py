@@ -3,8 +3,8 @@
 The image runs as the ServiceAccount with webhooks on; a quota with max 0 keeps pods
 gated (one of them also carries a gate of someone else's, before ours). Then undeploy:
 the webhook configurations are gone, no pod in the cluster keeps the quotree.io/admission
-gate, the other gate stays, the ServiceAccount and its RBAC are gone, the CRDs and the
-quota objects stay. The operator's namespace is gone before the module ends (later
+gate, the other gate stays, no namespace keeps the quotree.io/managed label, the
+ServiceAccount and its RBAC are gone, the CRDs and the quota objects stay. The operator's namespace is gone before the module ends (later
 modules make it again).
 """
 
@@ -59,6 +59,8 @@ def test_undeploy_removes_webhooks_first_and_releases_every_gate(
             pod["spec"].pop("schedulingGates", None)  # the webhook adds ours
         pods[0]["spec"]["schedulingGates"] = [{"name": OTHER_GATE}]
         k.create(*pods)
+        labels = cluster.kubectl_json("get", "namespace", ns)["metadata"]["labels"]
+        assert labels.get("quotree.io/managed") == "true"
         assert len([p for p in _gated_pods(cluster) if p.startswith(f"{ns}/")]) == 5
 
         env = dict(os.environ)
@@ -79,6 +81,8 @@ def test_undeploy_removes_webhooks_first_and_releases_every_gate(
             gone = cluster.kubectl("get", kind, "quotree.io", check=False)
             assert gone.returncode != 0, f"{kind} quotree.io is still there"
         assert _gated_pods(cluster) == []
+        labelled = cluster.kubectl("get", "namespaces", "-l", "quotree.io/managed", "-o", "name")
+        assert labelled.stdout.strip() == "", labelled.stdout
         first = cluster.kubectl_json("-n", ns, "get", "pod", "p0")
         assert first["spec"]["schedulingGates"] == [{"name": OTHER_GATE}]
         for args in (
