@@ -4,8 +4,8 @@ The image runs as the ServiceAccount with webhooks on; a quota with max 0 keeps 
 gated (one of them also carries a gate of someone else's, before ours). Then undeploy:
 the webhook configurations are gone, no pod in the cluster keeps the quotree.io/admission
 gate, the other gate stays, no namespace keeps the quotree.io/managed label, the
-ServiceAccount and its RBAC are gone, the CRDs and the quota objects stay. The operator's namespace is gone before the module ends (later
-modules make it again).
+ServiceAccount and its RBAC are gone, the CRDs and the quota objects stay. The
+operator's namespace is gone before the module ends (later modules make it again).
 """
 
 from __future__ import annotations
