@@ -15,6 +15,7 @@ import sys
 
 import yaml
 
+from quotree.resolution import never_gated
 from quotree_webhooks.configurations import build_configurations
 
 NAMESPACE = "quotree-system"
@@ -32,7 +33,7 @@ def render() -> str:
     """The YAML of both configurations, for the Deployment's Service and ServiceAccount."""
     mutating, validating = build_configurations(
         {"service": {"namespace": NAMESPACE, "name": SERVICE, "port": SERVICE_PORT}},
-        operator_namespace=NAMESPACE,
+        never_gated=never_gated(NAMESPACE),
         operator_username=f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}",
     )
     return HEADER + yaml.safe_dump_all([mutating, validating], sort_keys=False, width=100)

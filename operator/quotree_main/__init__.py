@@ -55,13 +55,12 @@ class Process:
 def webhook_settings(config: OperatorConfig) -> WebhookSettings:
     """The webhooks' settings, from the operator's configuration (environment variables)."""
     return WebhookSettings(
-        operator_namespace=config.namespace,
-        system_namespaces=config.system_namespaces,
+        never_gated=config.never_gated,
         host=config.webhook_host,
         port=config.webhook_port,
         cert_dir=config.cert_dir,
         service=config.webhook_service,
-        cert_secret=config.cert_secret,
+        cert_secret=f"{config.namespace}/{config.cert_secret}" if config.cert_secret else None,
         cert_provided=config.cert_provided,
     )
 

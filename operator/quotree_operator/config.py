@@ -12,6 +12,8 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from quotree import resolution
+
 __all__ = ["OperatorConfig"]
 
 
@@ -83,5 +85,5 @@ class OperatorConfig:
 
     @property
     def never_gated(self) -> frozenset[str]:
-        """Namespaces whose pods quotree never touches (besides Kubernetes' own)."""
-        return frozenset((self.namespace, *self.system_namespaces))
+        """Namespaces whose pods quotree never touches (the engine's rule, with ours)."""
+        return resolution.never_gated(self.namespace, self.system_namespaces)

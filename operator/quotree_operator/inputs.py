@@ -16,37 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quotree.capacity import node_allocatable
 from quotree.engine import Engine
 from quotree.models import ConfigError, parse_node, pod_facts
-from quotree.quantity import QuantityError, parse_quantity
 from quotree_operator.client import Kube
 from quotree_operator.status import StatusMemory
 
-__all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals", "cluster_node_capacity"]
+__all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals"]
 
 logger = logging.getLogger("quotree.operator")
-
-
-def cluster_node_capacity(body: Mapping[str, Any]) -> dict[str, int] | None:
-    """A cluster Node's allocatable in base units; None when it is not Ready or schedulable."""
-    spec = body.get("spec") or {}
-    status = body.get("status") or {}
-    if spec.get("unschedulable") or (body.get("metadata") or {}).get("deletionTimestamp"):
-        return None
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
-    if not ready:
-        return None
-    amounts = status.get("allocatable") or status.get("capacity") or {}
-    out = {}
-    for resource, value in amounts.items():
-        try:
-            out[resource] = parse_quantity(value, resource)
-        except QuantityError:
-            logger.warning("Node %s: ignoring %s %r", body["metadata"]["name"], resource, value)
-    return out
 
 
 @dataclass(slots=True)
@@ -99,9 +77,18 @@ class Inputs:
         self.bad_specs: dict[str, str] = {}  # tree node name -> why its spec cannot be read
 
     def observe_cluster_node(self, body: Mapping[str, Any], deleted: bool) -> None:
-        """A Kubernetes Node was added, changed or deleted: the cluster's capacity."""
+        """A Kubernetes Node was added, changed or deleted: the cluster's capacity.
+
+        Whether and for how much it counts is the engine's rule (quotree/capacity.py).
+        """
         name = body["metadata"]["name"]
-        self.engine.set_cluster_node(name, None if deleted else cluster_node_capacity(body))
+        if deleted:
+            self.engine.set_cluster_node(name, None)
+        else:
+            capacity = node_allocatable(body)
+            for warning in capacity.warnings:
+                logger.warning("%s", warning)
+            self.engine.set_cluster_node(name, capacity.allocatable)
         self.signals.changed()
 
     def observe_quota_object(self, body: Mapping[str, Any], deleted: bool) -> None:

@@ -29,9 +29,10 @@ logger = logging.getLogger("quotree.operator")
 
 def managed(engine: Engine, namespace: str) -> bool:
     """Whether the pods of `namespace` are quotree's (some quota covers it)."""
-    if namespace in engine.system_namespaces:
+    coverage = engine.coverage
+    if namespace in coverage.never_gated:
         return False
-    return bool(engine.covering(namespace)) or bool(engine.default_quota)
+    return bool(coverage.covering(namespace)) or bool(coverage.default_quota)
 
 
 class NamespaceLabels:

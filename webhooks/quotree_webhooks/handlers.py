@@ -21,7 +21,6 @@ from typing import Any
 
 import kopf
 
-from quotree.engine import DEFAULT_SYSTEM_NAMESPACES
 from quotree_webhooks import decisions
 from quotree_webhooks.configurations import (
     COHORTS_VALIDATE,
@@ -187,12 +186,8 @@ async def _mutate(body: Mapping[str, Any], patch: Any, memo: object) -> None:
     namespace = str((body.get("metadata") or {}).get("namespace") or "")
     if not namespace:
         return  # the API server fills it in before admission; nothing to decide without it
-    if namespace in DEFAULT_SYSTEM_NAMESPACES:
-        return  # Kubernetes' own pods never wait for quotree, whatever state it is in
     state = _state(memo)
     never = state.settings.never_gated
-    if namespace in never:
-        return
     mutation = decisions.review_pod_create(state.engine, body, namespace, never)
     if mutation.denied is not None:
         raise kopf.AdmissionError(mutation.denied, code=DENIED)

@@ -146,13 +146,8 @@ class QuotreeWebhookServer(kopf.WebhookServer):
     async def _ensure_pki(self, hosts: list[str]) -> tls.Pki:
         """The certificate files; from the shared Secret when there is one (cert_secret)."""
         if self.settings.cert_secret and not self.settings.cert_provided:
-            return await sync_from_secret(
-                self.api,
-                self.settings.operator_namespace,
-                self.settings.cert_secret,
-                self.settings.cert_dir,
-                hosts,
-            )
+            namespace, _, name = self.settings.cert_secret.partition("/")
+            return await sync_from_secret(self.api, namespace, name, self.settings.cert_dir, hosts)
         return await asyncio.to_thread(
             tls.ensure_pki, self.settings.cert_dir, hosts, provided=self.settings.cert_provided
         )
@@ -188,8 +183,7 @@ class QuotreeWebhookServer(kopf.WebhookServer):
                 client_config = self._client_config(dict(from_kopf))
                 mutating, validating = build_configurations(
                     client_config,
-                    operator_namespace=self.settings.operator_namespace,
-                    system_namespaces=self.settings.system_namespaces,
+                    never_gated=self.settings.never_gated,
                     operator_username=username,
                 )
                 await _retry(

@@ -23,28 +23,22 @@ __all__ = ["WebhookApi", "WebhookSettings", "WebhookState", "state_from_memo"]
 class WebhookSettings:
     """Where the webhooks listen, how the API server reaches them, whom they leave alone."""
 
-    #: The operator's namespace: its pods are never gated.
-    operator_namespace: str
+    #: Namespaces whose pods quotree never touches: Kubernetes' own, the operator's, the
+    #: configured ones (the engine's `quotree.resolution.never_gated` makes the set).
+    never_gated: frozenset[str]
     #: Where the HTTPS server listens.
     host: str
     port: int
     #: Folder for the webhook CA and serving certificate.
     cert_dir: Path
-    #: More namespaces whose pods are never gated.
-    system_namespaces: tuple[str, ...] = ()
     #: In a cluster: the Service that fronts the webhooks ("ns/name"); None: the API
     #: server calls https://host:port directly (local runs).
     service: str | None = None
-    #: A Secret in the operator's namespace that all replicas share the CA and serving
-    #: certificate through (cert_secret.py); None: each keeps its own in `cert_dir`.
+    #: The Secret ("ns/name", in the operator's namespace) all replicas share the CA and
+    #: serving certificate through (cert_secret.py); None: each keeps its own in `cert_dir`.
     cert_secret: str | None = None
     #: The certificate in `cert_dir` is someone else's (cert-manager): never written.
     cert_provided: bool = False
-
-    @property
-    def never_gated(self) -> frozenset[str]:
-        """Namespaces whose pods quotree never touches (besides Kubernetes' own)."""
-        return frozenset((self.operator_namespace, *self.system_namespaces))
 
 
 class WebhookApi(Protocol):

@@ -69,7 +69,7 @@ def test_a_new_ca_reissues_the_serving_certificate(tmp_path: Path) -> None:
 
 def test_serving_hosts_for_a_service_and_for_a_local_listener(tmp_path: Path) -> None:
     service = WebhookSettings(
-        operator_namespace="quotree-system",
+        never_gated=frozenset(),
         host="0.0.0.0",
         port=9443,
         cert_dir=tmp_path,
@@ -81,5 +81,5 @@ def test_serving_hosts_for_a_service_and_for_a_local_listener(tmp_path: Path) ->
         "quotree-webhooks.quotree-system",
         "quotree-webhooks",
     ]
-    local = WebhookSettings(operator_namespace="q", host="0.0.0.0", port=9443, cert_dir=tmp_path)
+    local = WebhookSettings(never_gated=frozenset(), host="0.0.0.0", port=9443, cert_dir=tmp_path)
     assert serving_hosts(local) == ["127.0.0.1", "127.0.0.1", "localhost"]

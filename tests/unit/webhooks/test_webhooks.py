@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotree import ADMISSION_GATE, CAPACITY_LABEL, QUOTA_LABEL, Engine, PodFacts, parse_node
+from quotree.resolution import never_gated
 from quotree_webhooks import configurations, decisions, handlers
 from quotree_webhooks.settings import WebhookSettings, WebhookState
 from tests.unit.objects import cohort, engine_with, quota
@@ -294,7 +295,10 @@ def test_pod_gate_removal_only_by_operator() -> None:
 
 
 SETTINGS = WebhookSettings(
-    operator_namespace="quotree-system", host="127.0.0.1", port=9443, cert_dir=Path("/nowhere")
+    never_gated=never_gated("quotree-system"),
+    host="127.0.0.1",
+    port=9443,
+    cert_dir=Path("/nowhere"),
 )
 
 
@@ -426,8 +430,7 @@ async def test_pod_update_handler() -> None:
 def test_configurations_shape() -> None:
     mutating, validating = configurations.build_configurations(
         {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="},
-        operator_namespace="quotree-system",
-        system_namespaces=["monitoring"],
+        never_gated=never_gated("quotree-system", ["monitoring"]),
         operator_username="quotree-admin",
     )
     (pods_mutate,) = mutating["webhooks"]
@@ -472,7 +475,7 @@ def test_configurations_shape() -> None:
 def test_configurations_service_client_config() -> None:
     service = {"namespace": "quotree-system", "name": "quotree-webhooks", "port": 443}
     mutating, _ = configurations.build_configurations(
-        {"service": service, "caBundle": "Q0E="}, operator_namespace="quotree-system"
+        {"service": service, "caBundle": "Q0E="}, never_gated=never_gated("quotree-system")
     )
     assert mutating["webhooks"][0]["clientConfig"] == {
         "service": {**service, "path": "/pods-mutate"},
