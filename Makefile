@@ -8,7 +8,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint typecheck unit e2e test run simulate-demo bench bench-engine bench-operator bench-webhooks clean
+.PHONY: venv lint typecheck unit e2e test run simulate-demo bench bench-engine bench-operator bench-webhooks clean \
+	image deploy undeploy
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -57,6 +58,24 @@ bench-operator: $(STAMP)
 
 bench-webhooks: $(STAMP)
 	$(BIN)/python bench/bench_webhooks.py
+
+# The container image (podman; on a machine without a registry it debootstraps its own base,
+# cached in ~/.cache/quotree/image). See docs/deploy.md.
+image:
+	hack/image.sh
+
+# Install on the cluster of KUBECONFIG (the image must be where its nodes pull from; see
+# docs/deploy.md). undeploy removes the webhook configurations first, releases every pod
+# still behind quotree's gate, then removes the rest (the CRDs and quota objects stay).
+deploy:
+	kubectl apply -k manifests/
+
+undeploy:
+	hack/undeploy.sh
+
+# The e2e tests run the image (tests/e2e/test_deploy*.py): build it before pytest starts,
+# as cluster-build is (hack/cluster.mk); cached afterwards (seconds).
+test e2e: image
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

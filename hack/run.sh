@@ -4,8 +4,11 @@
 #  1. start the local control plane unless KUBECONFIG is set (hack/cluster.sh up; the first
 #     build takes a while, later starts take seconds);
 #  2. install the CRDs (crds/);
-#  3. start the operator (webhooks included unless QUOTREE_WEBHOOKS=0), with its log in
-#     $QUOTREE_RUN/logs/operator.log;
+#  3. start the operator (webhooks included unless QUOTREE_WEBHOOKS=0) as the Deployment's
+#     ServiceAccount quotree-system/quotree, with the RBAC of manifests/access and a token
+#     from the TokenRequest API (hack/sa-kubeconfig.sh), so it behaves as when deployed and
+#     the admin's kubectl is checked like any user's (QUOTREE_RUN_AS=admin: the admin's
+#     credentials, as before); its log in $QUOTREE_RUN/logs/operator.log;
 #  4. apply examples/demo/ (a Cohort tree and workloads that borrow) and print
 #     `kubectl get coh,eq -A`;
 #  5. keep the operator in the foreground: Ctrl-C stops it (the control plane keeps
@@ -34,11 +37,21 @@ echo ">>> installing the CRDs"
 NS="${QUOTREE_NAMESPACE:-quotree-system}"
 "${KC[@]}" create namespace "${NS}" --dry-run=client -o yaml | "${KC[@]}" apply -f - >/dev/null
 
+OPERATOR_KUBECONFIG="${KUBECONFIG:-}"
+if [[ "${QUOTREE_RUN_AS:-serviceaccount}" != "admin" ]]; then
+  [[ "${NS}" == "quotree-system" ]] \
+    || die "QUOTREE_NAMESPACE=${NS}: the ServiceAccount's RBAC is for quotree-system (or set QUOTREE_RUN_AS=admin)"
+  OPERATOR_KUBECONFIG="${QUOTREE_RUN}/operator.kubeconfig"
+  echo ">>> the operator runs as system:serviceaccount:quotree-system:quotree (manifests/access)"
+  "${ROOT}/hack/sa-kubeconfig.sh" "${OPERATOR_KUBECONFIG}" 24h
+fi
+
 LOG_DIR="${QUOTREE_RUN}/logs"
 mkdir -p "${LOG_DIR}"
 LOG="${LOG_DIR}/operator.log"
 echo ">>> starting the operator (log: ${LOG})"
-"${VENV_BIN}/kopf" run --all-namespaces --standalone -m quotree_main >"${LOG}" 2>&1 &
+KUBECONFIG="${OPERATOR_KUBECONFIG}" "${VENV_BIN}/kopf" run --all-namespaces --standalone \
+  -m quotree_main >"${LOG}" 2>&1 &
 OPERATOR_PID=$!
 stop() {
   trap - INT TERM EXIT

@@ -22,6 +22,7 @@ __all__ = [
     "ADMISSION_GATE",
     "CAPACITY_LABEL",
     "GROUP",
+    "MANAGED_LABEL",
     "PREEMPTIBLE_LABEL",
     "QUOTA_LABEL",
     "VERSION",
@@ -42,6 +43,9 @@ QUOTA_LABEL = "quotree.io/quota-name"
 PREEMPTIBLE_LABEL = "quotree.io/preemptible"
 CAPACITY_LABEL = "quotree.io/capacity"
 ADMISSION_GATE = "quotree.io/admission"
+#: On every namespace some ElasticQuota covers (api.md, "Managed namespaces"); set and
+#: removed by the operator only. The pod webhooks select namespaces by it.
+MANAGED_LABEL = "quotree.io/managed"
 
 Kind = Literal["Cohort", "ElasticQuota"]
 

@@ -22,7 +22,8 @@ from typing import Any
 import kopf
 
 from quotree.models import GROUP, VERSION
-from quotree_operator.client import Kube
+from quotree_main import startup
+from quotree_operator.client import Kube, KubeError
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
 from quotree_operator.leader import LeaderLease
@@ -59,6 +60,8 @@ def webhook_settings(config: OperatorConfig) -> WebhookSettings:
         port=config.webhook_port,
         cert_dir=config.cert_dir,
         service=config.webhook_service,
+        cert_secret=f"{config.namespace}/{config.cert_secret}" if config.cert_secret else None,
+        cert_provided=config.cert_provided,
     )
 
 
@@ -101,12 +104,21 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
 
-    kube = await Kube.connect(pool=config.concurrency + 8)
+    # A failure here is one line and another attempt (startup.py); Kopf opens its health
+    # endpoint only once this handler has succeeded.
+    try:
+        kube = await Kube.connect(pool=config.concurrency + 8)
+    except KubeError as exc:
+        raise kopf.TemporaryError(startup.explain(exc), delay=startup.RETRY_DELAY) from None
     controller = Controller(config, kube)
     # Rebuild the engine from the API before Kopf's watches start (start-up handlers run
     # first), so every later watch event is newer than what was loaded; the pod watch
     # starts from the resourceVersion of load()'s pod list.
-    await controller.load()
+    try:
+        await controller.load()
+    except KubeError as exc:
+        await kube.close()
+        raise kopf.TemporaryError(startup.explain(exc), delay=startup.RETRY_DELAY) from None
     webhooks = None
     if config.webhooks:
         webhooks = WebhookState(controller.engine, webhook_settings(config))
@@ -152,6 +164,13 @@ async def cluster_node_event(
     event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
 ) -> None:
     _process(memo).controller.inputs.observe_cluster_node(body, _deleted(event))
+
+
+@kopf.on.event("", "v1", "namespaces")
+async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    controller = _process(memo).controller
+    controller.namespaces.observe(body, _deleted(event))
+    controller.signals.wake.set()
 
 
 @kopf.on.event(GROUP, VERSION, "cohorts")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from quotree.models import CAPACITY_LABEL, GROUP, VERSION
 from quotree_operator import bodies
 
-__all__ = ["Kube", "KubeError"]
+__all__ = ["CredentialsError", "Kube", "KubeError"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,13 @@ class KubeError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class CredentialsError(KubeError):
+    """No usable credentials: no in-cluster ServiceAccount and no usable kubeconfig."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, message)
 
 
 def _convert(exc: BaseException, what: str) -> KubeError:
@@ -78,7 +86,12 @@ class Kube:
         try:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except config.ConfigException:
-            await config.load_kube_config(client_configuration=configuration)
+            try:
+                await config.load_kube_config(client_configuration=configuration)
+            except Exception as exc:  # ConfigException, a missing file, bad YAML, ...
+                where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+                detail = " ".join(str(exc).split()) or type(exc).__name__
+                raise CredentialsError(f"kubeconfig {where}: {detail}") from None
         configuration.connection_pool_maxsize = pool
         return cls(client.ApiClient(configuration))
 
@@ -235,6 +248,16 @@ class Kube:
             ),
         )
 
+    async def label_namespace(self, name: str, label: str, value: str | None) -> None:
+        """Set (or, with None, remove) one label of a namespace."""
+        body = {"metadata": {"labels": {label: value}}}
+        await self._discard(
+            f"Namespace {name}: label {label}",
+            self.core.patch_namespace(
+                name, body, _content_type=_MERGE_PATCH, _preload_content=False
+            ),
+        )
+
     async def evict(self, namespace: str, name: str) -> None:
         """The Eviction API (PodDisruptionBudgets hold); a refusal raises KubeError(429)."""
         body = bodies.eviction(namespace, name)
@@ -350,6 +373,32 @@ class Kube:
             missing_ok=True,
         )
         return data is None or bool((data.get("metadata") or {}).get("deletionTimestamp"))
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Secret (the webhooks' shared certificate) as stored, or None if there is none."""
+        data: dict[str, Any] | None = await self._read(
+            f"Secret {namespace}/{name}: read",
+            self.core.read_namespaced_secret(name, namespace, _preload_content=False),
+            missing_ok=True,
+        )
+        return data
+
+    async def write_secret(self, namespace: str, body: Mapping[str, Any], create: bool) -> bool:
+        """Create, or replace with the resourceVersion in `body`; False if another wrote first."""
+        name = body["metadata"]["name"]
+        if create:
+            call = self.core.create_namespaced_secret(namespace, dict(body), _preload_content=False)
+        else:
+            call = self.core.replace_namespaced_secret(
+                name, namespace, dict(body), _preload_content=False
+            )
+        try:
+            await self._discard(f"Secret {namespace}/{name}: write", call)
+        except KubeError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
 
     async def apply_webhook_configurations(
         self, mutating: Mapping[str, Any], validating: Mapping[str, Any]

@@ -47,6 +47,12 @@ class OperatorConfig:
     #: In a cluster: the Service that fronts the webhook (QUOTREE_WEBHOOK_SERVICE, "ns/name");
     #: empty: the API server calls https://webhook_host:webhook_port directly (local runs).
     webhook_service: str | None = None
+    #: Secret in `namespace` that shares the webhook CA and certificate between replicas
+    #: (QUOTREE_CERT_SECRET); empty: each process keeps its own in `cert_dir` (local runs).
+    cert_secret: str | None = None
+    #: The certificate in `cert_dir` is made and renewed by someone else, e.g. cert-manager
+    #: (QUOTREE_CERT_PROVIDED=1): served as it is, never written.
+    cert_provided: bool = False
     #: Who holds the leader Lease (QUOTREE_IDENTITY, else POD_NAME, else the host name).
     identity: str = field(default_factory=socket.gethostname)
     #: Concurrent API writes for admissions, evictions and statuses (QUOTREE_CONCURRENCY).
@@ -71,6 +77,8 @@ class OperatorConfig:
             if env.get("QUOTREE_CERT_DIR")
             else Path.home() / ".cache" / "quotree" / "webhook-pki",
             webhook_service=env.get("QUOTREE_WEBHOOK_SERVICE") or None,
+            cert_secret=env.get("QUOTREE_CERT_SECRET") or None,
+            cert_provided=env.get("QUOTREE_CERT_PROVIDED", "0") not in ("0", "false", "no", ""),
             identity=env.get("QUOTREE_IDENTITY") or env.get("POD_NAME") or socket.gethostname(),
             concurrency=int(env.get("QUOTREE_CONCURRENCY", defaults.concurrency)),
         )

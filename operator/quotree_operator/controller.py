@@ -19,6 +19,7 @@ from quotree_operator.actuator import Actuator
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
 from quotree_operator.inputs import Inputs, Signals
+from quotree_operator.namespaces import NamespaceLabels
 from quotree_operator.podwatch import PodWatch
 from quotree_operator.status import StatusMemory
 from quotree_operator.status_writer import StatusWriter
@@ -45,6 +46,7 @@ class Controller:
         self.actuator = Actuator(kube, self.inputs, config.concurrency)
         self.status_writer = StatusWriter(kube, self.inputs, memory, config.concurrency)
         self.pod_watch = PodWatch(kube, self.inputs.observe_pod, self.inputs.relist_pods)
+        self.namespaces = NamespaceLabels(self.engine, kube)
         self.kube = kube
         self._pods_version = ""  # resourceVersion of the pod list load() read
 
@@ -70,6 +72,7 @@ class Controller:
             signals.wake.clear()
             if not signals.leading:
                 continue
+            self.namespaces.reconcile()
             try:
                 decisions = self.engine.decide(time.monotonic())
             except Exception:

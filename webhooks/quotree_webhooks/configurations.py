@@ -6,16 +6,22 @@ fixed 30 s timeout, no `namespaceSelector` and no `matchConditions`, and
 are rewritten whenever Kopf rescans the cluster. Choices (docs/webhooks.md):
 
 - pods, CREATE (mutating) and UPDATE (validating): `failurePolicy: Fail`,
-  a 5 s timeout, and a `namespaceSelector` that leaves out the never-gated
-  namespaces (kube-system, kube-public, kube-node-lease, the operator's
-  namespace and the configured system namespaces), so a stopped operator
-  never blocks its own restart or the cluster's own pods. The UPDATE webhook is only called when a
-  `quotree.io/*` label changes or the `quotree.io/admission` gate goes away,
-  and never for the operator's own requests (`matchConditions`).
+  a 5 s timeout, and a `namespaceSelector`: only namespaces labelled
+  `quotree.io/managed: "true"` (the operator labels those a quota covers), and
+  never the never-gated ones (kube-system, kube-public, kube-node-lease, the
+  operator's namespace and the configured system namespaces); so a stopped
+  operator holds up only the namespaces it manages, never its own restart or
+  the cluster's own pods. The
+  UPDATE webhook is only called when a `quotree.io/*` label changes or the
+  `quotree.io/admission` gate goes away, and never for the operator's own
+  requests (`matchConditions`).
 - Cohorts and ElasticQuotas, CREATE/UPDATE/DELETE: `failurePolicy: Fail`
   (while the operator is down the tree cannot change, rather than change
   unchecked), 5 s timeout, not called for updates that leave `spec` alone
   (finalizers, the operator's annotations).
+- namespaces, CREATE/UPDATE: only called when the `quotree.io/managed` label
+  is set, changed or removed by someone other than the operator, who is then
+  refused (`failurePolicy: Fail`: while the operator is down nobody changes it).
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from quotree import ADMISSION_GATE
+from quotree.models import MANAGED_LABEL
 
 __all__ = [
     "COHORTS_VALIDATE",
     "CONFIGURATION_NAME",
     "ELASTICQUOTAS_VALIDATE",
+    "NAMESPACES_VALIDATE",
     "PODS_MUTATE",
     "PODS_VALIDATE",
     "TIMEOUT_SECONDS",
@@ -42,6 +50,7 @@ PODS_MUTATE = "pods-mutate"
 PODS_VALIDATE = "pods-validate"
 COHORTS_VALIDATE = "cohorts-validate"
 ELASTICQUOTAS_VALIDATE = "elasticquotas-validate"
+NAMESPACES_VALIDATE = "namespaces-validate"
 TIMEOUT_SECONDS = 5
 
 _SPEC_CHANGED = (
@@ -55,6 +64,13 @@ _QUOTREE_LABEL_CHANGED = (
     " || (has(oldObject.metadata.labels) && oldObject.metadata.labels.exists(k,"
     " k.startsWith('quotree.io/')"
     " && (!has(object.metadata.labels) || !(k in object.metadata.labels))))"
+)
+_MANAGED_LABEL_CHANGED = (
+    f"(has(object.metadata.labels) && '{MANAGED_LABEL}' in object.metadata.labels"
+    f" ? object.metadata.labels['{MANAGED_LABEL}'] : '')"
+    " != (request.operation == 'UPDATE' && has(oldObject.metadata.labels)"
+    f" && '{MANAGED_LABEL}' in oldObject.metadata.labels"
+    f" ? oldObject.metadata.labels['{MANAGED_LABEL}'] : '')"
 )
 _GATE_REMOVED = (
     "has(oldObject.spec.schedulingGates)"
@@ -114,13 +130,14 @@ def build_configurations(
     webhooks are never called for the `never_gated` namespaces.
     """
     selector = {
+        "matchLabels": {MANAGED_LABEL: "true"},
         "matchExpressions": [
             {
                 "key": "kubernetes.io/metadata.name",
                 "operator": "NotIn",
                 "values": sorted(set(never_gated)),
             }
-        ]
+        ],
     }
     pods_create = {
         "apiGroups": [""],
@@ -135,11 +152,15 @@ def build_configurations(
             "expression": f"({_QUOTREE_LABEL_CHANGED}) || ({_GATE_REMOVED})",
         }
     ]
+    namespace_conditions = [{"name": "managed-label-changed", "expression": _MANAGED_LABEL_CHANGED}]
     if operator_username:
         escaped = operator_username.replace("\\", "\\\\").replace("'", "\\'")
-        pod_conditions.append(
-            {"name": "not-the-operator", "expression": f"request.userInfo.username != '{escaped}'"}
-        )
+        not_operator = {
+            "name": "not-the-operator",
+            "expression": f"request.userInfo.username != '{escaped}'",
+        }
+        pod_conditions.append(not_operator)
+        namespace_conditions.append(not_operator)
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -188,6 +209,18 @@ def build_configurations(
                 {**pods_create, "operations": ["UPDATE"]},
                 namespace_selector=selector,
                 match_conditions=pod_conditions,
+            ),
+            _webhook(
+                NAMESPACES_VALIDATE,
+                client_config,
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "resources": ["namespaces"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "scope": "Cluster",
+                },
+                match_conditions=namespace_conditions,
             ),
         ],
     }

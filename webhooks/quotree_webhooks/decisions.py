@@ -26,6 +26,7 @@ from quotree import (
     check_delete,
     parse_node,
 )
+from quotree.models import MANAGED_LABEL
 
 __all__ = [
     "LABEL_PREFIX",
@@ -33,6 +34,7 @@ __all__ = [
     "RecentlyAllowed",
     "describe_pod",
     "node_identity",
+    "review_namespace",
     "review_node",
     "review_pod_create",
     "review_pod_update",
@@ -254,3 +256,30 @@ def review_pod_update(
             f"{ADMISSION_GATE} (you are {username}); it is removed when the quota admits the pod"
         )
     return None
+
+
+def review_namespace(
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any],
+    username: str,
+    trusted: Iterable[str],
+) -> str | None:
+    """Why a CREATE/UPDATE of a namespace is refused, or None: only quotree sets `managed`.
+
+    The pod webhooks select namespaces by the `quotree.io/managed` label; whoever could
+    remove it would take the namespace's pods out of quota (api.md, "Managed namespaces").
+    """
+    if username in set(trusted):
+        return None
+    before = _labels(old or {}).get(MANAGED_LABEL)
+    after = _labels(new).get(MANAGED_LABEL)
+    if before == after:
+        return None
+    name = _mapping(new.get("metadata")).get("name") or "?"
+    was = f"'{before}'" if before is not None else "unset"
+    now = f"'{after}'" if after is not None else "unset"
+    return (
+        f"Namespace {name}: label {MANAGED_LABEL} belongs to quotree and only the quotree "
+        f"operator may set or remove it (was {was}, now {now}; you are {username}); it "
+        "follows the ElasticQuotas that cover the namespace"
+    )

@@ -25,6 +25,7 @@ from quotree_webhooks import decisions
 from quotree_webhooks.configurations import (
     COHORTS_VALIDATE,
     ELASTICQUOTAS_VALIDATE,
+    NAMESPACES_VALIDATE,
     PODS_MUTATE,
     PODS_VALIDATE,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "mutate_pod",
     "validate_cohort",
     "validate_elasticquota",
+    "validate_namespace",
     "validate_pod_update",
 ]
 
@@ -225,3 +227,23 @@ async def validate_pod_update(**kwargs: Any) -> None:
             kwargs.get("old"), kwargs.get("new"), kwargs.get("userinfo") or {}, kwargs.get("memo")
         ),
     )
+
+
+async def _check_namespace(kwargs: Mapping[str, Any]) -> None:
+    new = kwargs.get("new") or kwargs.get("body")
+    if new is None:
+        return
+    userinfo = kwargs.get("userinfo") or {}
+    trusted = _state(kwargs.get("memo")).trusted_users
+    reason = decisions.review_namespace(
+        kwargs.get("old"), new, str(userinfo.get("username", "")), trusted
+    )
+    if reason is not None:
+        raise kopf.AdmissionError(reason, code=DENIED)
+
+
+@kopf.on.validate("v1", "namespaces", id=NAMESPACES_VALIDATE, operations=["CREATE", "UPDATE"])
+async def validate_namespace(**kwargs: Any) -> None:
+    """Only the operator may set or remove a namespace's quotree.io/managed label."""
+    name = (kwargs["body"].get("metadata") or {}).get("name") or "?"
+    await _guard(f"Namespace {name}", _check_namespace(kwargs))

@@ -32,6 +32,7 @@ import aiohttp.web
 import kopf
 
 from quotree_webhooks import tls
+from quotree_webhooks.cert_secret import sync_from_secret
 from quotree_webhooks.configurations import build_configurations
 from quotree_webhooks.settings import WebhookApi, WebhookSettings, WebhookState
 
@@ -142,13 +143,22 @@ class QuotreeWebhookServer(kopf.WebhookServer):
             return {"service": service, "caBundle": ca_bundle}
         return {"url": from_kopf["url"], "caBundle": ca_bundle}
 
+    async def _ensure_pki(self, hosts: list[str]) -> tls.Pki:
+        """The certificate files; from the shared Secret when there is one (cert_secret)."""
+        if self.settings.cert_secret and not self.settings.cert_provided:
+            namespace, _, name = self.settings.cert_secret.partition("/")
+            return await sync_from_secret(self.api, namespace, name, self.settings.cert_dir, hosts)
+        return await asyncio.to_thread(
+            tls.ensure_pki, self.settings.cert_dir, hosts, provided=self.settings.cert_provided
+        )
+
     async def _renew_forever(self) -> None:
         hosts = serving_hosts(self.settings)
         while True:
             await asyncio.sleep(RENEW_CHECK_INTERVAL)
             try:
-                pki = await asyncio.to_thread(tls.ensure_pki, self.settings.cert_dir, hosts)
-            except OSError as exc:
+                pki = await self._ensure_pki(hosts)
+            except Exception as exc:
                 logger.error("webhooks: cannot renew the serving certificate: %s", exc)
                 continue
             if pki.renewed:
@@ -160,6 +170,13 @@ class QuotreeWebhookServer(kopf.WebhookServer):
         logger.info(
             "webhooks: the operator is %s; only it may change quotree's pod labels", username
         )
+        if self.settings.cert_secret:
+            # Before Kopf's listener reads the files: serve the certificate all replicas share.
+            await _retry(
+                f"reading the shared certificate (Secret {self.settings.cert_secret})",
+                self._ensure_pki,
+                serving_hosts(self.settings),
+            )
         renewer = asyncio.create_task(self._renew_forever())
         try:
             async for from_kopf in super().__call__(fn):
@@ -187,7 +204,11 @@ def configure(settings: kopf.OperatorSettings, state: WebhookState, api: Webhook
 
     `api` is also kept in `state.api`, for the handlers (rule 7's namespace check).
     """
-    pki = tls.ensure_pki(state.settings.cert_dir, serving_hosts(state.settings))
+    pki = tls.ensure_pki(
+        state.settings.cert_dir,
+        serving_hosts(state.settings),
+        provided=state.settings.cert_provided,
+    )
     if pki.renewed:
         logger.info("webhooks: wrote a new serving certificate to %s", pki.cert.parent)
     state.api = api

@@ -34,6 +34,11 @@ class WebhookSettings:
     #: In a cluster: the Service that fronts the webhooks ("ns/name"); None: the API
     #: server calls https://host:port directly (local runs).
     service: str | None = None
+    #: The Secret ("ns/name", in the operator's namespace) all replicas share the CA and
+    #: serving certificate through (cert_secret.py); None: each keeps its own in `cert_dir`.
+    cert_secret: str | None = None
+    #: The certificate in `cert_dir` is someone else's (cert-manager): never written.
+    cert_provided: bool = False
 
 
 class WebhookApi(Protocol):
@@ -46,6 +51,10 @@ class WebhookApi(Protocol):
     async def apply_webhook_configurations(
         self, mutating: dict[str, Any], validating: dict[str, Any]
     ) -> None: ...
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def write_secret(self, namespace: str, body: dict[str, Any], create: bool) -> bool: ...
 
 
 @dataclass(slots=True)

@@ -9,6 +9,11 @@ its life is left, when its names no longer match, or when the CA changed.
 The API server trusts the CA through the webhook configurations'
 `caBundle`, so a renewed serving certificate needs no reconfiguration; a
 renewed CA is written to the configurations by `server`.
+
+With `provided=True` (QUOTREE_CERT_PROVIDED) the folder holds a certificate
+someone else makes and renews (cert-manager's Secret: `ca.crt`, `tls.crt`,
+`tls.key`): it is checked, served as it is and never written to
+(docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -170,25 +175,43 @@ def _covers(cert: x509.Certificate, hosts: list[str]) -> bool:
     return set(_sans(hosts)) <= set(ext.value)
 
 
+def _check_provided(pki: Pki) -> None:
+    """A provided folder must hold a CA certificate and a serving pair signed by it."""
+    serving = _load(pki.cert, pki.key)
+    try:
+        ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    except (OSError, ValueError):
+        ca = None
+    if serving is None or ca is None or not _signed_by(serving[0], ca):
+        raise ValueError(
+            f"{pki.cert.parent}: a provided webhook certificate needs ca.crt, and tls.crt "
+            "and tls.key signed by it (QUOTREE_CERT_PROVIDED is set)"
+        )
+
+
 def ensure_pki(
     cert_dir: Path,
     hosts: Iterable[str],
     *,
     now: dt.datetime | None = None,
     serving_days: int = SERVING_DAYS,
+    provided: bool = False,
 ) -> Pki:
     """Make or renew the CA and serving certificate in `cert_dir` for `hosts` (DNS names or IPs)."""
     wanted = list(dict.fromkeys(hosts))
     if not wanted:
         raise ValueError("the serving certificate needs at least one host name")
     moment = now or _now()
-    cert_dir.mkdir(parents=True, exist_ok=True)
     pki = Pki(
         cert_dir / "ca.crt",
         cert_dir / "ca.key",
         cert_dir / "tls.crt",
         cert_dir / "tls.key",
     )
+    if provided:  # someone else's to make and renew; the folder may be read-only
+        _check_provided(pki)
+        return pki
+    cert_dir.mkdir(parents=True, exist_ok=True)
     renewed = False
     ca_pair = _load(pki.ca_cert, pki.ca_key)
     if ca_pair is None or _needs_renewal(ca_pair[0], moment):

@@ -453,7 +453,16 @@ def test_configurations_shape() -> None:
         "cohorts-validate.quotree.io",
         "elasticquotas-validate.quotree.io",
         "pods-validate.quotree.io",
+        "namespaces-validate.quotree.io",
     ]
+    # Only managed namespaces depend on quotree (api.md, "Managed namespaces").
+    assert pods_mutate["namespaceSelector"]["matchLabels"] == {"quotree.io/managed": "true"}
+    namespaces_validate = validating["webhooks"][3]
+    assert "namespaceSelector" not in namespaces_validate
+    assert {c["name"] for c in namespaces_validate["matchConditions"]} == {
+        "managed-label-changed",
+        "not-the-operator",
+    }
     pods_validate = validating["webhooks"][2]
     assert pods_validate["namespaceSelector"] == pods_mutate["namespaceSelector"]
     assert {c["name"] for c in pods_validate["matchConditions"]} == {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# make undeploy: remove quotree from the cluster of KUBECONFIG without stranding a pod.
+#
+#  1. delete the webhook configurations quotree.io: from now on pods are created ungated
+#     and nothing waits for the operator (and the gate may be removed by anyone);
+#  2. delete the Deployment and wait for its pods to go (a replica whose listener restarts
+#     would write the configurations again), then delete the configurations once more;
+#  3. release every pod still behind the quotree.io/admission scheduling gate (a JSON
+#     patch that tests the gate is still at that index, then removes it; other gates stay),
+#     until none is left;
+#  4. remove the quotree.io/managed label from namespaces (nothing selects by it any more);
+#  5. delete the rest of manifests/ (Service, PDB, RBAC, namespace) except the CRDs: the
+#     Cohorts and ElasticQuotas stay until you `kubectl delete -f crds/` (docs/deploy.md).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NS=quotree-system
+GATE=quotree.io/admission
+KC=(kubectl)
+
+say() { printf '>>> %s\n' "$*" >&2; }
+
+say "deleting the webhook configurations quotree.io"
+"${KC[@]}" delete mutatingwebhookconfiguration,validatingwebhookconfiguration quotree.io \
+  --ignore-not-found >/dev/null
+
+say "deleting the operator's Deployment (waiting for its pods)"
+"${KC[@]}" -n "${NS}" delete deployment quotree-operator --ignore-not-found --wait=true \
+  --timeout=120s >/dev/null
+"${KC[@]}" -n "${NS}" wait --for=delete pod -l app.kubernetes.io/name=quotree \
+  --timeout=120s >/dev/null 2>&1 || true
+"${KC[@]}" delete mutatingwebhookconfiguration,validatingwebhookconfiguration quotree.io \
+  --ignore-not-found >/dev/null
+
+# "namespace name gate gate ..." for every pod with at least one scheduling gate.
+gated_pods() {
+  "${KC[@]}" get pods -A -o jsonpath='{range .items[?(@.spec.schedulingGates)]}{.metadata.namespace}{" "}{.metadata.name}{" "}{.spec.schedulingGates[*].name}{"\n"}{end}'
+}
+release() { # release <namespace> <name> <index of our gate>
+  "${KC[@]}" -n "$1" patch pod "$2" --type=json -p \
+    "[{\"op\":\"test\",\"path\":\"/spec/schedulingGates/$3/name\",\"value\":\"${GATE}\"},{\"op\":\"remove\",\"path\":\"/spec/schedulingGates/$3\"}]" \
+    >/dev/null 2>&1 || true # gone, or its gates changed: the next round looks again
+}
+released=0
+for round in $(seq 1 10); do
+  left=0
+  while read -r ns name gates; do
+    [[ -z "${ns}" ]] && continue
+    index=0
+    for gate in ${gates}; do
+      if [[ "${gate}" == "${GATE}" ]]; then
+        release "${ns}" "${name}" "${index}"
+        left=$((left + 1))
+        break
+      fi
+      index=$((index + 1))
+    done
+  done < <(gated_pods)
+  [[ ${left} -eq 0 ]] && break
+  released=$((released + left))
+  say "round ${round}: released the gate of ${left} pod(s)"
+done
+if gated_pods | grep -q " ${GATE}\( \|$\)"; then
+  printf 'ERROR: some pods still carry the %s gate; run make undeploy again\n' "${GATE}" >&2
+  exit 1
+fi
+say "no pod carries the ${GATE} gate (${released} released)"
+
+say "removing the quotree.io/managed label from namespaces"
+"${KC[@]}" label namespaces -l quotree.io/managed quotree.io/managed- >/dev/null
+
+say "deleting the rest of manifests/ (the CRDs and quota objects stay)"
+M="${ROOT}/manifests"
+"${KC[@]}" delete --ignore-not-found --wait=false -f "${M}/webhooks.yaml" -f "${M}/pdb.yaml" \
+  -f "${M}/service.yaml" -f "${M}/deployment.yaml" >/dev/null
+"${KC[@]}" delete --ignore-not-found --wait=false -k "${M}/access" >/dev/null
+say "done; the CRDs stay (kubectl delete -f crds/ deletes them with every Cohort and ElasticQuota)"

@@ -1,0 +1,123 @@
+"""`make undeploy` (hack/undeploy.sh) strands no pod behind quotree's gate.
+
+The image runs as the ServiceAccount with webhooks on; a quota with max 0 keeps pods
+gated (one of them also carries a gate of someone else's, before ours). Then undeploy:
+the webhook configurations are gone, no pod in the cluster keeps the quotree.io/admission
+gate, the other gate stays, no namespace keeps the quotree.io/managed label, the
+ServiceAccount and its RBAC are gone, the CRDs and the quota objects stay. The
+operator's namespace is gone before the module ends (later modules make it again).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.e2e import kube_helpers as k
+from tests.e2e.container_proc import image_exists, sa_kubeconfig, start_container
+from tests.e2e.test_webhooks_rules import WEBHOOKS_READY
+
+ROOT = Path(__file__).resolve().parents[2]
+GATE = "quotree.io/admission"
+OTHER_GATE = "example.com/not-quotree"
+
+
+def _gated_pods(cluster: ModuleType) -> list[str]:
+    items = cluster.kubectl_json("get", "pods", "-A")["items"]
+    return [
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in items
+        if any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or ())
+    ]
+
+
+def test_undeploy_removes_webhooks_first_and_releases_every_gate(
+    cluster: ModuleType, tmp_path: Path
+) -> None:
+    if not image_exists():
+        pytest.fail("the image is missing: run `make image` (make test/e2e build it first)")
+    s = k.suffix()
+    ns = f"undeploy-{s}"
+    operator = start_container(
+        sa_kubeconfig(tmp_path),
+        {"QUOTREE_WEBHOOK_PORT": "19449"},
+        log_name="operator-undeploy",
+        ready=WEBHOOKS_READY,
+        cert_dir=tmp_path / "pki",
+    )
+    try:
+        k.apply(k.namespace(ns), k.quota(f"closed-{s}", ns, min={"cpu": "0"}, max={"cpu": "0"}))
+        cluster.wait_until(
+            lambda: k.status("eq", f"closed-{s}", ns), 30, "the operator to see the quota"
+        )
+        pods = [k.pod(f"p{i}", ns, {"cpu": "100m"}) for i in range(5)]
+        for pod in pods:
+            pod["spec"].pop("schedulingGates", None)  # the webhook adds ours
+        pods[0]["spec"]["schedulingGates"] = [{"name": OTHER_GATE}]
+        k.create(*pods)
+        labels = cluster.kubectl_json("get", "namespace", ns)["metadata"]["labels"]
+        assert labels.get("quotree.io/managed") == "true"
+        assert len([p for p in _gated_pods(cluster) if p.startswith(f"{ns}/")]) == 5
+
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(cluster.KUBECONFIG)
+        env["PATH"] = f"{cluster.KUBECTL.parent}{os.pathsep}{env['PATH']}"
+        result = subprocess.run(
+            [str(ROOT / "hack" / "undeploy.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "no pod carries the quotree.io/admission gate (5 released)" in result.stderr
+
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            gone = cluster.kubectl("get", kind, "quotree.io", check=False)
+            assert gone.returncode != 0, f"{kind} quotree.io is still there"
+        assert _gated_pods(cluster) == []
+        labelled = cluster.kubectl("get", "namespaces", "-l", "quotree.io/managed", "-o", "name")
+        assert labelled.stdout.strip() == "", labelled.stdout
+        first = cluster.kubectl_json("-n", ns, "get", "pod", "p0")
+        assert first["spec"]["schedulingGates"] == [{"name": OTHER_GATE}]
+        for args in (
+            ("-n", "quotree-system", "get", "serviceaccount", "quotree"),
+            ("get", "clusterrole", "quotree"),
+            ("get", "clusterrolebinding", "quotree"),
+        ):
+            assert cluster.kubectl(*args, check=False).returncode != 0, args
+        assert (
+            cluster.kubectl("get", "crd", "elasticquotas.quotree.io", check=False).returncode == 0
+        )
+        assert k.status("eq", f"closed-{s}", ns) is not None
+        # Pods are created ungated now: nothing waits for the (uninstalled) operator.
+        late = k.pod("after", ns, {"cpu": "100m"})
+        late["spec"].pop("schedulingGates")
+        k.create(late)
+        after = cluster.kubectl_json("-n", ns, "get", "pod", "after")
+        assert not after["spec"].get("schedulingGates")
+    finally:
+        operator.stop()
+        cluster.kubectl(
+            "delete", "namespace", ns, "--wait=false", "--ignore-not-found", check=False
+        )
+        cluster.kubectl(
+            "delete",
+            "-k",
+            str(ROOT / "manifests" / "access"),
+            "--ignore-not-found",
+            "--wait=false",
+            check=False,
+        )
+        cluster.wait_until(
+            lambda: (
+                cluster.kubectl("get", "namespace", "quotree-system", check=False).returncode != 0
+            ),
+            120,
+            "the namespace quotree-system to be gone",
+        )

@@ -1,0 +1,96 @@
+"""Only managed namespaces depend on quotree (api.md, "Managed namespaces").
+
+The operator (as its ServiceAccount, webhooks on) labels the namespaces its quotas cover
+`quotree.io/managed: "true"`; the pod webhooks select by that label. Nobody else may set
+or remove it. With the operator stopped, a pod in an unmanaged namespace is created as
+usual and one in a managed namespace is refused fast with the webhook's error; after a
+restart the managed namespace creates gated pods again; without its quota the namespace
+loses the label.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import ModuleType
+
+from tests.e2e import kube_helpers as k
+from tests.e2e.container_proc import sa_kubeconfig
+from tests.e2e.operator_proc import start_operator
+from tests.e2e.test_webhooks_rules import (
+    WEBHOOKS_READY,
+    accepted,
+    apply_file,
+    denied,
+    pod_manifest,
+    quota_manifest,
+)
+
+LABEL = "quotree.io/managed"
+GATE = "quotree.io/admission"
+
+
+def _labelled(cluster: ModuleType, name: str) -> str | None:
+    labels = cluster.kubectl_json("get", "namespace", name)["metadata"].get("labels") or {}
+    value: str | None = labels.get(LABEL)
+    return value
+
+
+def test_only_managed_namespaces_wait_for_the_operator(cluster: ModuleType, tmp_path: Path) -> None:
+    s = k.suffix()
+    managed, plain = f"managed-{s}", f"plain-{s}"
+    env = {
+        "KUBECONFIG": str(sa_kubeconfig(tmp_path)),
+        "QUOTREE_WEBHOOK_PORT": "19452",
+        "QUOTREE_CERT_DIR": str(tmp_path / "pki"),
+        "QUOTREE_IDENTITY": f"e2e-managed-{s}",
+    }
+    operator = start_operator(env, log_name="operator-managed")
+    procs = [operator]
+    try:
+        operator.wait_for_log(WEBHOOKS_READY, 60)
+        k.apply(k.namespace(managed), k.namespace(plain))
+        accepted(apply_file(tmp_path, quota_manifest(f"q-{s}", managed, cpu="0")))
+        cluster.wait_until(lambda: _labelled(cluster, managed) == "true", 30, "the label")
+        assert _labelled(cluster, plain) is None
+
+        # Nobody but the operator sets or removes it (the admin is not the operator here).
+        result = cluster.kubectl("label", "namespace", managed, f"{LABEL}-", check=False)
+        denied(result, f"Namespace {managed}: label {LABEL} belongs to quotree")
+        result = cluster.kubectl("label", "namespace", plain, f"{LABEL}=true", check=False)
+        denied(result, f"Namespace {plain}: label {LABEL} belongs to quotree")
+        # Other labels of a managed namespace stay the user's.
+        accepted(cluster.kubectl("label", "namespace", managed, "team=blue", check=False))
+
+        operator.kill()  # a crash: no cleanup
+        started = time.monotonic()
+        accepted(apply_file(tmp_path, pod_manifest("free", plain)))
+        assert time.monotonic() - started < 5
+        pod = cluster.kubectl_json("-n", plain, "get", "pod", "free")
+        assert not pod["spec"].get("schedulingGates")
+        started = time.monotonic()
+        result = apply_file(tmp_path, pod_manifest("waits", managed))
+        elapsed = time.monotonic() - started
+        denied(result, 'failed calling webhook "pods-mutate.quotree.io"')
+        assert elapsed < 10, f"refusal took {elapsed:.1f}s"
+        # Nor can the label be dropped while the operator is down.
+        result = cluster.kubectl("label", "namespace", managed, f"{LABEL}-", check=False)
+        assert result.returncode != 0, result.stdout
+        assert _labelled(cluster, managed) == "true"
+
+        restarted = start_operator(env, log_name="operator-managed-2")
+        procs.append(restarted)
+        restarted.wait_for_log(WEBHOOKS_READY, 60)
+        accepted(apply_file(tmp_path, pod_manifest("after", managed)))
+        pod = cluster.kubectl_json("-n", managed, "get", "pod", "after")
+        assert {"name": GATE} in pod["spec"]["schedulingGates"]
+
+        # No quota covers it any more: the label goes.
+        cluster.kubectl("-n", managed, "delete", "pod", "after", "--wait=false")
+        cluster.kubectl("-n", managed, "delete", "elasticquota", f"q-{s}")
+        cluster.wait_until(lambda: _labelled(cluster, managed) is None, 30, "the label to go")
+    finally:
+        for proc in procs:
+            proc.stop()
+        for name in (managed, plain):
+            cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -1,0 +1,53 @@
+"""manifests/ must agree with the code: the webhook configurations are generated from it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_manifests", ROOT / "hack/gen_manifests.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d]
+
+
+def test_webhook_configurations_are_generated_from_the_code() -> None:
+    assert (MANIFESTS / "webhooks.yaml").read_text() == _generator().render(), (
+        "manifests/webhooks.yaml is stale: run "
+        "`.venv/bin/python hack/gen_manifests.py > manifests/webhooks.yaml`"
+    )
+
+
+def test_webhooks_trust_the_deployments_service_account_and_service() -> None:
+    (deployment,) = _docs("deployment.yaml")
+    pod = deployment["spec"]["template"]["spec"]
+    (service,) = _docs("service.yaml")
+    account = next(d for d in _docs("access/rbac.yaml") if d["kind"] == "ServiceAccount")
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    namespace = deployment["metadata"]["namespace"]
+    assert env["QUOTREE_WEBHOOK_SERVICE"] == f"{namespace}/{service['metadata']['name']}"
+    username = f"system:serviceaccount:{namespace}:{account['metadata']['name']}"
+    for configuration in _docs("webhooks.yaml"):
+        for webhook in configuration["webhooks"]:
+            client = webhook["clientConfig"]["service"]
+            assert (client["namespace"], client["name"]) == (namespace, service["metadata"]["name"])
+            assert client["port"] == service["spec"]["ports"][0]["port"]
+            conditions = " ".join(c["expression"] for c in webhook.get("matchConditions", ()))
+            if webhook["name"].startswith("pods-validate"):
+                assert f"'{username}'" in conditions
