@@ -462,15 +462,15 @@ def render_what_if(result: WhatIf) -> str:
         "applied (not written): " + (", ".join(result.applied) if result.applied else "nothing")
     )
     lines.append("")
-    lines.append(f"{'NODE':<24}{'RESOURCE':<16}{'RUNTIME BEFORE':>16}  →  {'AFTER':<10}")
+    lines.append(f"{'NODE':<24}{'RESOURCE':<16}{'RUNTIME BEFORE':>16}  →  AFTER")
     before_nodes, after_nodes = result.before["nodes"], result.after["nodes"]
     for name in sorted(set(before_nodes) | set(after_nodes)):
         old = (before_nodes.get(name) or {}).get("runtime") or {}
         new = (after_nodes.get(name) or {}).get("runtime") or {}
         for resource in sorted(set(old) | set(new)):
             was, now = old.get(resource, "-"), new.get(resource, "-")
-            mark = "" if was == now else "   (changed)"
-            lines.append(f"{name:<24}{resource:<16}{was:>16}  →  {now:<10}{mark}".rstrip())
+            mark = "" if was == now else "  (changed)"
+            lines.append(f"{name:<24}{resource:<16}{was:>16}  →  {now}{mark}")
     lines.append("")
     changes = []
     before_pods, after_pods = result.before["pods"], result.after["pods"]
