@@ -24,6 +24,9 @@ from quotree.models import GROUP, VERSION
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
 from quotree_operator.leader import LeaderLease
+from quotree_operator.metrics import METRICS
+from quotree_operator.metrics import start as start_metrics
+from quotree_operator.page import tree_json
 from quotree_operator.shell import Shell
 
 logger = logging.getLogger("quotree.operator")
@@ -93,7 +96,20 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
 
     def leadership(leading: bool) -> None:
         shell.leading = leading
+        METRICS.set_leader(leading)
         shell.changed()
+
+    METRICS.watch(shell.engine)
+    memo.metrics_runner = await start_metrics(
+        config.metrics_host,
+        config.metrics_port,
+        lambda: tree_json(
+            shell.engine,
+            bad_configs=shell.bad_configs,
+            leading=shell.leading,
+            identity=config.identity,
+        ),
+    )
 
     lease = LeaderLease(kube, config.namespace, config.identity, leadership)
     _background.extend(
@@ -121,6 +137,9 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     kube = getattr(memo, "kube", None)
     if kube is not None:
         await kube.close()
+    runner = getattr(memo, "metrics_runner", None)
+    if runner is not None:
+        await runner.cleanup()
 
 
 def _deleted(event: kopf.RawEvent) -> bool:

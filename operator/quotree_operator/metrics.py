@@ -40,6 +40,7 @@ __all__ = [
     "TreeCollector",
     "metrics_app",
     "serve",
+    "start",
     "tree_samples",
     "value",
 ]
@@ -262,3 +263,24 @@ async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
     await site.start()
     logger.info("metrics and the tree page at http://%s:%d/ (/metrics, /api/tree)", host, port)
     return runner
+
+
+async def start(
+    host: str, port: int, tree_json: Callable[[], Mapping[str, object]]
+) -> web.AppRunner | None:
+    """Serve METRICS and the page; None when turned off (port 0) or the port is taken.
+
+    A metrics port that cannot be opened is logged, not fatal: admissions matter more.
+    """
+    if port == 0:
+        return None
+    try:
+        return await serve(metrics_app(METRICS, tree_json), host, port)
+    except OSError as exc:
+        logger.error(
+            "metrics: cannot listen on %s:%d (%s); running without metrics and the page",
+            host,
+            port,
+            exc.strerror or exc,
+        )
+        return None

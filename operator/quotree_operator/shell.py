@@ -26,6 +26,7 @@ from quotree.models import ADMISSION_GATE, ConfigError, parse_node, pod_facts
 from quotree.quantity import QuantityError, parse_quantity
 from quotree_operator.client import Kube, KubeError
 from quotree_operator.config import OperatorConfig
+from quotree_operator.metrics import METRICS
 from quotree_operator.status import Desired, desired, status_patch
 
 __all__ = ["Shell", "node_allocatable"]
@@ -197,7 +198,9 @@ class Shell:
             if not self.leading:
                 continue
             try:
+                started = time.perf_counter()
                 decisions = self.engine.decide(time.monotonic())
+                METRICS.decided(time.perf_counter() - started)
             except Exception:
                 logger.exception("the engine failed to decide; retrying on the next change")
                 await asyncio.sleep(TICK)
@@ -268,6 +271,9 @@ class Shell:
             handle.gates = tuple(g for g in handle.gates if g != ADMISSION_GATE)
             handle.has_labels = handle.has_labels or capacity is not None
             self.admissions += 1
+            record = self.engine.pods.get(key)
+            if record is not None:
+                METRICS.admitted(record.quota, record.facts.created)
             await self._event(key, "Admitted", message)
             return
         if capacity is not None:
@@ -297,6 +303,7 @@ class Shell:
             self.wake.set()
             return
         logger.info("%s %s: %s", eviction.kind, eviction.pod, eviction.reason)
+        METRICS.evicted(eviction.quota, eviction.kind)
         await self._event(eviction.pod, eviction.kind, eviction.reason, warning=True)
 
     async def _label(self, key: str, capacity: str) -> None:

@@ -40,7 +40,12 @@ class Kubectl:
         command = [self.binary, *self.flags, "get", *args, "-o", "json"]
         try:
             done = subprocess.run(
-                command, capture_output=True, text=True, timeout=TIMEOUT, check=False
+                command,
+                stdin=subprocess.DEVNULL,  # never wait for a password prompt
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                check=False,
             )
         except FileNotFoundError:
             raise PluginError(f"cannot run {self.binary}: not found on PATH") from None

@@ -23,6 +23,7 @@ import base64
 import ipaddress
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +32,16 @@ from typing import Any
 import aiohttp.web
 import kopf
 from quotree_operator.config import OperatorConfig
+from quotree_operator.metrics import METRICS
 
 from quotree_webhooks import tls
-from quotree_webhooks.configurations import build_configurations
+from quotree_webhooks.configurations import (
+    COHORTS_VALIDATE,
+    ELASTICQUOTAS_VALIDATE,
+    PODS_MUTATE,
+    PODS_VALIDATE,
+    build_configurations,
+)
 from quotree_webhooks.kube import KubeApi
 
 __all__ = ["RUNTIME", "QuotreeWebhookServer", "WebhookRuntime", "configure", "serving_hosts"]
@@ -44,6 +52,25 @@ logger = logging.getLogger("quotree.webhooks")
 RENEW_CHECK_INTERVAL = 3600.0
 #: Service port the API server calls in a cluster deployment.
 SERVICE_PORT = 443
+#: Our webhooks (paths), the `webhook` label of the metrics; anything else counts as "other".
+WEBHOOKS = frozenset({PODS_MUTATE, PODS_VALIDATE, COHORTS_VALIDATE, ELASTICQUOTAS_VALIDATE})
+
+
+def _is_error(response: aiohttp.web.StreamResponse) -> bool:
+    """An answer that is not a decision: a malformed request (400), not ready or failed (5xx).
+
+    Denials are answered with 403 (handlers.DENIED) and are not errors.
+    """
+    if response.status >= 500:
+        return True
+    body = getattr(response, "body", None)
+    if not isinstance(body, bytes | bytearray):
+        return False
+    try:
+        code = json.loads(body)["response"]["status"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return isinstance(code, int) and (code == 400 or code >= 500)
 
 
 @dataclass
@@ -112,6 +139,21 @@ class QuotreeWebhookServer(kopf.WebhookServer):
 
     @staticmethod
     async def _serve(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        """`_answer`, timed for `quotree_webhook_duration_seconds` (and errors counted)."""
+        started = time.perf_counter()
+        error = True
+        try:
+            response = await QuotreeWebhookServer._answer(fn, request)
+            error = _is_error(response)
+            return response
+        finally:
+            path = request.path.strip("/")
+            METRICS.webhook(
+                path if path in WEBHOOKS else "other", time.perf_counter() - started, error
+            )
+
+    @staticmethod
+    async def _answer(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
         """Kopf's request handling, but a request Kopf cannot read still gets an answer.
 
         Kopf answers HTTP 400/500 when a review's object is not shaped like a
