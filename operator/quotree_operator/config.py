@@ -49,9 +49,10 @@ class OperatorConfig:
     #: Concurrent API writes for admissions, evictions and statuses (QUOTREE_CONCURRENCY).
     concurrency: int = 48
     #: Metrics, the tree page and its JSON (QUOTREE_METRICS_HOST / QUOTREE_METRICS_PORT;
-    #: port 0 turns them off). In a cluster the Deployment sets the host to 0.0.0.0.
+    #: port 0 turns them off; not 8080, Kopf's liveness port in the Deployment). In a
+    #: cluster the Deployment sets the host to 0.0.0.0.
     metrics_host: str = "127.0.0.1"
-    metrics_port: int = 8080
+    metrics_port: int = 8000
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:

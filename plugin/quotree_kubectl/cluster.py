@@ -58,6 +58,8 @@ class Kubectl:
             # kubectl repeats connection errors once per retry; its last line says it best.
             message = lines[-1] if lines else f"exit code {done.returncode}"
             message = message.removeprefix("error: ").removeprefix("Error from server ")
+            if message == "EOF":  # kubectl wanted to prompt for a user name or password
+                message = "the kubeconfig has no credentials for this cluster"
             raise PluginError(f"kubectl get {' '.join(args)}: {message}")
         try:
             out = json.loads(done.stdout)

@@ -72,3 +72,28 @@ def test_a_broken_expectation_fails(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "QuotreeOperatorDown" in result.stdout + result.stderr
+
+
+def test_the_prometheusrule_carries_the_same_rules() -> None:
+    import yaml  # noqa: PLC0415
+
+    manifests = RULES_DIR.parent
+    rules = yaml.safe_load((RULES_DIR / "rules.yaml").read_text())
+    wrapped = yaml.safe_load((manifests / "monitoring" / "prometheusrule.yaml").read_text())
+    assert wrapped["kind"] == "PrometheusRule"
+    assert wrapped["spec"] == rules
+
+
+def test_the_servicemonitor_scrapes_the_metrics_service() -> None:
+    import yaml  # noqa: PLC0415
+
+    manifests = RULES_DIR.parent
+    service = yaml.safe_load((manifests / "metrics-service.yaml").read_text())
+    monitor = yaml.safe_load((manifests / "monitoring" / "servicemonitor.yaml").read_text())
+    labels = service["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+    component = yaml.safe_load((manifests / "monitoring" / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    assert set(component["resources"]) == {"servicemonitor.yaml", "prometheusrule.yaml"}
