@@ -106,8 +106,10 @@ def _gated(pod: Mapping[str, Any]) -> bool:
 def live_documents(state: ClusterState) -> list[tuple[str, dict[str, Any]]]:
     """The cluster as `quotree simulate` input (`simulate_documents`).
 
-    Order: nodes, Cohorts, ElasticQuotas, then pods by creation time. A pod whose gate is
-    already gone was admitted even when it is not bound to a node yet: it is given as
+    Order: nodes, Cohorts, ElasticQuotas, the pods that already hold resources, then the
+    waiting (gated) pods, each by creation time: the simulation replays arrivals in order,
+    and a waiting pod must not take the place of one that already runs. A pod whose gate
+    is already gone was admitted even when it is not bound to a node yet: it is given as
     running, so the simulation does not admit it a second time.
     """
     docs: list[tuple[str, dict[str, Any]]] = []
@@ -119,7 +121,11 @@ def live_documents(state: ClusterState) -> list[tuple[str, dict[str, Any]]]:
     )
     pods = sorted(
         state.pods,
-        key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]),
+        key=lambda p: (
+            _gated(p),
+            p["metadata"].get("creationTimestamp") or "",
+            p["metadata"]["name"],
+        ),
     )
     for body in pods:
         spec = body.get("spec") or {}

@@ -225,21 +225,25 @@ def _let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
         short = used + amount - runtime
         if short <= 0 and record.preemptible:
             continue
-        cap, guarantee, own_min = node.cap[resource], node.guarantee[resource], node.min[resource]
+        guarantee, own_min = node.guarantee[resource], node.min[resource]
         lines.append(
             f"{resource}: {record.quota} uses {_q(used, resource)} + request "
             f"{_q(amount, resource)} against a runtime of {_q(runtime, resource)}"
             + (f": short by {_q(short, resource)}" if short > 0 else "")
         )
+        capped: TreeNode | None = None
         for ancestor in _chain(node):
             config = ancestor.config
             kind = "Cohort" if config is not None and not config.is_leaf else "ElasticQuota"
-            full = ancestor.used[resource] >= ancestor.runtime[resource]
+            at_cap = ancestor.used[resource] + amount > ancestor.cap[resource]
+            if at_cap and capped is None:
+                capped = ancestor
             lines.append(
                 f"    {kind} {ancestor.name}: used {_q(ancestor.used[resource], resource)}, "
                 f"runtime {_q(ancestor.runtime[resource], resource)}, min "
                 f"{_q(ancestor.min[resource], resource)}, "
-                f"cap {_q(ancestor.cap[resource], resource)}" + ("  (full)" if full else "")
+                f"cap {_q(ancestor.cap[resource], resource)}"
+                + ("  (the request goes over the cap)" if at_cap else "")
             )
         if not record.preemptible:
             lines.append(
@@ -248,11 +252,12 @@ def _let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
                 f"{_q(used + amount, resource)} (its min is {_q(own_min, resource)})"
             )
             continue
-        if used + amount > cap:
+        if capped is not None:
             lines.append(
-                f"  - {record.quota} may never use more than {_q(cap, resource)} (its max, "
-                f"borrowing limit or an ancestor's): only its own pods finishing, or a higher "
-                f"max, let this pod in"
+                f"  - {capped.name} may never use more than {_q(capped.cap[resource], resource)} "
+                f"{resource} (its max, or its min plus its borrowingLimit): only pods under "
+                f"{capped.name} finishing, or a higher max or borrowingLimit on "
+                f"{capped.name}, let this pod in (preview with `kubectl quotree what-if`)"
             )
             continue
         lines.append(

@@ -92,8 +92,21 @@ def test_why_gives_the_engines_numbers_and_what_would_let_it_in() -> None:
         "engine:  does not fit in ElasticQuota team-a: cpu: used 5 + request 2 > runtime 5" in text
     )
     assert "short by 2" in text
-    assert "Cohort research: used 8, runtime 8, min 6, cap 8  (full)" in text
-    assert "team-b uses 3, 1 above its min 2" in text
+    assert "Cohort research: used 8, runtime 8, min 6, cap 8  (the request goes over the cap)" in (
+        text
+    )
+    assert "research may never use more than 8 cpu" in text
+
+
+def test_why_names_what_is_lent_when_no_cap_holds_the_pod_back() -> None:
+    state = live_cluster()
+    state.cohorts[0]["spec"]["max"] = {"cpu": "20"}  # the cluster (8 cpu) is the limit now
+    text = why(state, "ns-a", "a-2", {})
+    assert "short by 2" in text
+    assert "may never use more than" not in text
+    assert "2 freed by team-a's own admitted pods finishing" in text
+    assert "idle quota: it needs 2 more cpu" in text
+    assert "lent now: team-b uses 3, 1 above its min 2" in text
 
 
 def test_why_for_admitted_unmanaged_and_unknown_pods() -> None:
@@ -210,3 +223,16 @@ def test_cli_errors_are_one_line(
     err = capsys.readouterr().err
     assert "not found on PATH" in err
     assert err.count("\n") == 1
+
+
+def test_waiting_pods_come_after_the_running_ones() -> None:
+    """All created in the same second: a gated pod named first must not take a runner's place."""
+    state = live_cluster()
+    for p in state.pods:
+        p["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    state.pods[2]["metadata"]["name"] = "a-0"  # the gated pod sorts first by name
+    order = [o for o, d in live_documents(state) if d.get("kind") == "Pod"]
+    assert order[-1] == "cluster Pod ns-a/a-0"
+    result = what_if(state, [])
+    assert result.before["pods"]["ns-a/a-1"]["state"] == "admitted"
+    assert result.before["pods"]["ns-a/a-0"]["state"] == "pending"
