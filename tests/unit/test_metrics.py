@@ -158,3 +158,21 @@ async def test_the_server_answers_metrics_page_and_json(tmp_path: Path) -> None:
         assert data["nodes"][1]["used"] == {"cpu": "1500m", "memory": "1Gi"}
         # Read-only: nothing answers a write.
         assert (await client.post("/api/tree", data="{}")).status == 405
+
+
+def test_webhook_answers_that_count_as_errors() -> None:
+    from aiohttp import web  # noqa: PLC0415
+    from quotree_webhooks.server import _is_error  # noqa: PLC0415
+
+    def review(code: int | None) -> web.Response:
+        response: dict[str, object] = {"uid": "u", "allowed": code is None}
+        if code is not None:
+            response["status"] = {"code": code, "message": "m"}
+        return web.json_response({"kind": "AdmissionReview", "response": response})
+
+    assert not _is_error(review(None))  # allowed
+    assert not _is_error(review(403))  # a denial is a decision
+    assert _is_error(review(400))  # malformed request
+    assert _is_error(review(500))  # the handler failed
+    assert _is_error(review(503))  # not ready
+    assert _is_error(web.Response(status=500))
