@@ -1,6 +1,6 @@
 """quotree: the quota engine, shared by the operator, the webhooks and `quotree simulate`.
 
-Pure: no Kubernetes client, no network, no clock. See docs/architecture.md.
+Pure: no Kubernetes client, no network, no clock. See docs/design.md for the map.
 """
 
 from quotree.engine import Decisions, Engine, Eviction, PodState, Resolution
@@ -19,7 +19,7 @@ from quotree.models import (
 )
 from quotree.quantity import UNLIMITED, QuantityError, format_quantity, parse_quantity
 from quotree.rules import Verdict, check_apply, check_delete
-from quotree.tree import QuotaTree
+from quotree.runtime import QuotaTree
 
 __all__ = [
     "ADMISSION_GATE",

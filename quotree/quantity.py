@@ -2,7 +2,7 @@
 
 The engine never uses floats: `cpu` is counted in millicores, every other
 resource in whole base units (bytes for memory), a fractional value rounded
-up, as semantics.md says. `UNLIMITED` stands for "no limit" and stays an int
+up, as the semantics says. `UNLIMITED` stands for "no limit" and stays an int
 so that arithmetic and comparisons need no special cases: it is far above any
 value a quantity may hold (Kubernetes itself stores quantities in int64).
 """

@@ -1,20 +1,48 @@
-"""The configuration rules of semantics.md, as one pure check of a proposed change.
+"""The configuration rules of the semantics, each written once.
 
-The validating webhook calls `check_apply` / `check_delete` against the
-operator's current view of the tree; `quotree simulate` calls them while it
-loads its input. Each denial is one line that names the object, the rule,
-the resource and the numbers.
+Why a module of its own: the same rules are asked two ways. The validating
+webhook (and `quotree simulate` while it loads its input) asks "may this
+change be made?" (`check_apply`, `check_delete`); the operator asks "what is
+wrong with the tree as it stands?" (`tree_problems`, the `Valid` condition
+of each node). Both call the one function per rule below, and each rule's
+function returns a `Problem`: the object, the rule (the condition's reason),
+the resource and the numbers, and the one-line message built from them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import ChainMap
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from quotree.models import NodeConfig
 from quotree.quantity import add_amounts, format_quantity
+from quotree.structure import PendingView, Structure
 
-__all__ = ["Verdict", "check_apply", "check_delete"]
+__all__ = [
+    "Problem",
+    "Verdict",
+    "check_apply",
+    "check_delete",
+    "cycle_problem",
+    "min_above_max",
+    "min_sum_problem",
+    "name_taken",
+    "parent_problem",
+    "tree_problems",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A broken rule: which object, which rule (a condition reason), the numbers, the text."""
+
+    subject: str  # the object, as its condition or denial names it ("Cohort research")
+    reason: str  # MinAboveMax, ParentNotFound, ParentNotCohort, CycleDetected, ...
+    message: str
+    resource: str | None = None
+    amounts: tuple[int, ...] = ()
+    own: bool = True  # True: the node's own configuration; False: an ancestor's (Active)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,97 +58,204 @@ class Verdict:
         return cls(False, message)
 
 
-def _q(amount: int, resource: str) -> str:
-    return format_quantity(amount, resource)
-
-
 def _owner(config: NodeConfig) -> str:
     if config.is_leaf:
         return f"ElasticQuota {config.namespace}/{config.name}"
     return f"Cohort {config.name}"
 
 
-def _same_object(a: NodeConfig, b: NodeConfig) -> bool:
-    return a.kind == b.kind and a.name == b.name and a.namespace == b.namespace
+# ---------------------------------------------------------------- one function per rule
+
+
+def min_above_max(config: NodeConfig) -> Problem | None:
+    """Rule 2: for each resource named in both, min <= max."""
+    for resource in sorted(config.min):
+        low, high = config.min[resource], config.max.get(resource)
+        if high is not None and low > high:
+            return Problem(
+                config.describe(),
+                "MinAboveMax",
+                f"{config.describe()}: min {resource} {format_quantity(low, resource)} is "
+                f"above max {format_quantity(high, resource)}",
+                resource,
+                (low, high),
+            )
+    return None
+
+
+def parent_problem(config: NodeConfig, configs: Mapping[str, NodeConfig]) -> Problem | None:
+    """Rule 3: the parent is a Cohort (ParentNotCohort) that exists (ParentNotFound).
+
+    A missing parent is allowed at `kubectl apply` (a warning) and keeps the
+    node inactive until the parent exists.
+    """
+    if config.parent is None:
+        return None
+    label = config.describe()
+    parent = configs.get(config.parent)
+    if parent is None:
+        return Problem(
+            label,
+            "ParentNotFound",
+            f"{label}: parent Cohort {config.parent} does not exist yet; "
+            "the node stays inactive until it does",
+        )
+    if parent.is_leaf:
+        return Problem(
+            label,
+            "ParentNotCohort",
+            f"{label}: parent {config.parent} is an ElasticQuota; only a Cohort can be a parent",
+        )
+    return None
+
+
+def cycle_problem(config: NodeConfig, loop: list[str]) -> Problem:
+    """Rule 4: `loop` is the parent chain from `config` back to itself (child -> parent)."""
+    label = config.describe()
+    if len(loop) == 1:
+        return Problem(label, "CycleDetected", f"{label}: parent {loop[0]} is the object itself")
+    text = " -> ".join([*loop, loop[0]])
+    return Problem(label, "CycleDetected", f"{label}: parent {loop[1]} would make a cycle ({text})")
+
+
+def min_sum_problem(
+    cohort: NodeConfig,
+    children: Iterable[NodeConfig],
+    *,
+    changed: NodeConfig | None = None,
+    proposed: bool = False,
+) -> Problem | None:
+    """Rule 5: the children's mins add up to at most the Cohort's min, per resource.
+
+    `children` are the Cohort's children as they would be. The problem is the
+    changed child's when `changed` is given (it names only the resources that
+    child asks a min of), else the Cohort's. `proposed`: the Cohort's own new
+    min is what is being checked (the webhook's wording), not the tree as it
+    stands (the `Valid` condition's).
+    """
+    sums: dict[str, int] = {}
+    for child in children:
+        add_amounts(sums, child.min)
+    resources = sorted(r for r in changed.min if changed.min[r] > 0) if changed else sorted(sums)
+    for resource in resources:
+        total, own = sums.get(resource, 0), cohort.min.get(resource, 0)
+        if total <= own:
+            continue
+        amounts = (total, own)
+        q_total, q_own = format_quantity(total, resource), format_quantity(own, resource)
+        if changed is not None:
+            mine = format_quantity(changed.min[resource], resource)
+            text = (
+                f"{changed.describe()}: min {resource} {mine} would make the children of "
+                f"Cohort {cohort.name} need {q_total} in all, over {cohort.name}'s min of {q_own}"
+            )
+            return Problem(changed.describe(), "MinSumExceeded", text, resource, amounts)
+        if proposed:
+            text = (
+                f"{cohort.describe()}: min {resource} {q_own} is below the {q_total} "
+                "its children's min add up to"
+            )
+        else:
+            text = (
+                f"{cohort.describe()}: its children's min {resource} add up to {q_total}, "
+                f"over its own min of {q_own}"
+            )
+        return Problem(cohort.describe(), "MinSumExceeded", text, resource, amounts)
+    return None
+
+
+def name_taken(old: NodeConfig, new: NodeConfig) -> Problem | None:
+    """Rule 6: names are unique across Cohorts and ElasticQuotas (and namespaces)."""
+    if old.kind == new.kind and old.name == new.name and old.namespace == new.namespace:
+        return None
+    return Problem(
+        new.describe(),
+        "DuplicateName",
+        f"{new.describe()}: the name {new.name} is already taken by {_owner(old)}; "
+        "Cohort and ElasticQuota names share one namespace",
+    )
+
+
+def cohort_has_children(cohort: NodeConfig, children: list[str]) -> Problem | None:
+    """Rule 7 (Cohorts): a Cohort with children cannot be deleted."""
+    if not children:
+        return None
+    shown = ", ".join(children[:10]) + (
+        f" and {len(children) - 10} more" if len(children) > 10 else ""
+    )
+    return Problem(
+        cohort.describe(),
+        "HasChildren",
+        f"{cohort.describe()}: cannot delete a Cohort that has children ({shown}); "
+        "move or delete them first",
+        amounts=(len(children),),
+    )
+
+
+def quota_has_pods(quota: NodeConfig, admitted_pods: int) -> Problem | None:
+    """Rule 7 (ElasticQuotas): not while it holds admitted, non-terminal pods."""
+    if admitted_pods <= 0:
+        return None
+    return Problem(
+        quota.describe(),
+        "HasAdmittedPods",
+        f"{quota.describe()}: cannot delete an ElasticQuota with {admitted_pods} admitted pods "
+        "still running; delete them first",
+        amounts=(admitted_pods,),
+    )
+
+
+# ---------------------------------------------------------------- the two ways of asking
+
+
+def _structure(configs: Mapping[str, NodeConfig]) -> Structure:
+    """The configs as a Structure, without rebuilding the graph when there is one.
+
+    The webhook passes the engine's Structure, or a ChainMap of recently allowed
+    objects over it (`quotree_webhooks.decisions.RecentlyAllowed.view`).
+    """
+    if isinstance(configs, Structure):
+        return configs
+    if isinstance(configs, ChainMap) and isinstance(configs.maps[-1], Structure):
+        pending: dict[str, NodeConfig] = {}
+        for layer in reversed(configs.maps[:-1]):
+            pending.update(layer)
+        return PendingView(configs.maps[-1], pending)
+    return Structure(configs)
 
 
 def check_apply(configs: Mapping[str, NodeConfig], new: NodeConfig) -> Verdict:
     """May `new` be created, or replace the object of the same name, in `configs`?
 
     `configs` is the current tree by name (the object's old version included,
-    if it exists). Quantities were already parsed and found >= 0 (rule 1) by
-    `parse_node`.
+    if it exists); pass a `Structure` to avoid building its graph again.
+    Quantities were already parsed and found >= 0 (rule 1) by `parse_node`.
     """
-    label = new.describe()
-    old = configs.get(new.name)
-    # Rule 6: names are unique across Cohorts and ElasticQuotas.
-    if old is not None and not _same_object(old, new):
-        return Verdict.deny(
-            f"{label}: the name {new.name} is already taken by {_owner(old)}; "
-            "Cohort and ElasticQuota names share one namespace"
-        )
-    # Rule 2: min <= max for every resource named in both.
-    for resource in sorted(new.min):
-        high = new.max.get(resource)
-        if high is not None and new.min[resource] > high:
-            return Verdict.deny(
-                f"{label}: min {resource} {_q(new.min[resource], resource)} is above "
-                f"max {_q(high, resource)}"
-            )
+    structure = _structure(configs)
+    old = structure.get(new.name)
+    problem = name_taken(old, new) if old is not None else None
+    problem = problem or min_above_max(new)
+    if problem is None and new.parent is not None:
+        loop = structure.loop_if_parent(new.name, new.parent)
+        if loop is not None and (len(loop) == 1 or not new.is_leaf):
+            problem = cycle_problem(new, loop)
     warnings: list[str] = []
-    parent = configs.get(new.parent) if new.parent else None
-    if new.parent is not None:
-        # Rule 3: the parent is a Cohort; a missing one is allowed with a warning.
-        if new.parent == new.name:
-            return Verdict.deny(f"{label}: parent {new.parent} is the object itself")
-        if parent is None:
-            warnings.append(
-                f"{label}: parent Cohort {new.parent} does not exist yet; "
-                "the node stays inactive until it does"
-            )
-        elif parent.is_leaf:
-            return Verdict.deny(
-                f"{label}: parent {new.parent} is an ElasticQuota; only a Cohort can be a parent"
-            )
-    # Rule 4: no cycle in the Cohorts' parent chain.
-    if not new.is_leaf and parent is not None:
-        chain = [new.name]
-        walk: NodeConfig | None = parent
-        while walk is not None and walk.name not in chain:
-            chain.append(walk.name)
-            walk = configs.get(walk.parent) if walk.parent else None
-        if walk is not None and walk.name == new.name:
-            loop = " -> ".join([*chain, new.name])
-            return Verdict.deny(f"{label}: parent {new.parent} would make a cycle ({loop})")
-    # Rule 5 (child side): checked when created, or when min or parent change.
-    moved = old is None or old.parent != new.parent or dict(old.min) != dict(new.min)
-    if moved and parent is not None and not parent.is_leaf:
-        sums: dict[str, int] = dict(new.min)
-        for other in configs.values():
-            if other.parent == parent.name and other.name != new.name:
-                add_amounts(sums, other.min)
-        for resource in sorted(new.min):
-            total = sums[resource]
-            own = parent.min.get(resource, 0)
-            if new.min[resource] > 0 and total > own:
-                return Verdict.deny(
-                    f"{label}: min {resource} {_q(new.min[resource], resource)} would make the "
-                    f"children of Cohort {parent.name} need {_q(total, resource)} in all, "
-                    f"over {parent.name}'s min of {_q(own, resource)}"
-                )
-    # Rule 5 (parent side): a Cohort's min must still cover its children.
-    if not new.is_leaf and (old is None or dict(old.min) != dict(new.min)):
-        sums = {}
-        for other in configs.values():
-            if other.parent == new.name:
-                add_amounts(sums, other.min)
-        for resource in sorted(sums):
-            own = new.min.get(resource, 0)
-            if sums[resource] > own:
-                return Verdict.deny(
-                    f"{label}: min {resource} {_q(own, resource)} is below the "
-                    f"{_q(sums[resource], resource)} its children's min add up to"
-                )
+    if problem is None:
+        problem = parent_problem(new, structure)
+        if problem is not None and problem.reason == "ParentNotFound":
+            warnings.append(problem.message)
+            problem = None
+    if problem is None and new.parent is not None and new.parent in structure:
+        parent = structure[new.parent]
+        moved = old is None or old.parent != new.parent or dict(old.min) != dict(new.min)
+        if moved and not parent.is_leaf:
+            siblings = [structure[c] for c in structure.children(parent.name) if c != new.name]
+            problem = min_sum_problem(parent, [*siblings, new], changed=new)
+    if problem is None and not new.is_leaf and (old is None or dict(old.min) != dict(new.min)):
+        children = [structure[c] for c in structure.children(new.name)]
+        problem = min_sum_problem(new, children, proposed=True)
+    if problem is not None:
+        return Verdict.deny(problem.message)
     return Verdict(True, warnings=warnings)
 
 
@@ -132,21 +267,29 @@ def check_delete(
     namespace_deleting: bool = False,
 ) -> Verdict:
     """Rule 7: may `old` be deleted?"""
-    label = old.describe()
     if not old.is_leaf:
-        children = sorted(c.name for c in configs.values() if c.parent == old.name)
+        problem = cohort_has_children(old, _structure(configs).children(old.name))
+    else:
+        problem = None if namespace_deleting else quota_has_pods(old, admitted_pods)
+    return Verdict(True) if problem is None else Verdict.deny(problem.message)
+
+
+def tree_problems(structure: Structure) -> dict[str, Problem]:
+    """The nodes whose own configuration breaks a rule as the tree stands (rules 2 to 5)."""
+    problems: dict[str, Problem] = {}
+    for name, config in structure.items():
+        problem = min_above_max(config) or parent_problem(config, structure)
+        if problem is not None:
+            problems[name] = problem
+    for loop in structure.cycles():
+        for i, member in enumerate(loop):
+            problems[member] = cycle_problem(structure[member], loop[i:] + loop[:i])
+    for name, config in structure.items():
+        if config.is_leaf or name in problems:
+            continue
+        children = [structure[c] for c in structure.children(name)]
         if children:
-            shown = ", ".join(children[:10]) + (
-                f" and {len(children) - 10} more" if len(children) > 10 else ""
-            )
-            return Verdict.deny(
-                f"{label}: cannot delete a Cohort that has children ({shown}); "
-                "move or delete them first"
-            )
-        return Verdict(True)
-    if admitted_pods > 0 and not namespace_deleting:
-        return Verdict.deny(
-            f"{label}: cannot delete an ElasticQuota with {admitted_pods} admitted pods "
-            "still running; delete them first"
-        )
-    return Verdict(True)
+            problem = min_sum_problem(config, children)
+            if problem is not None:
+                problems[name] = problem
+    return problems

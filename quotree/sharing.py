@@ -1,4 +1,4 @@
-"""Sharing an integer amount among claimants by weight, exactly (semantics.md, step 4).
+"""Sharing an integer amount among claimants by weight, exactly (the semantics, step 4).
 
 Every share is the integer floor of the claimant's proportional part; the
 units left over go one at a time to the largest remainders, ties broken by

@@ -1,13 +1,19 @@
 """`quotree simulate`: the operator's engine on YAML files, with no cluster.
 
 Quotas, cohorts and nodes are loaded first, through the same configuration
-rules the validating webhook applies. Pods then arrive one at a time in
+rules the validating webhook applies and the same capacity rule the operator
+uses (`capacity.node_allocatable`). Pods then arrive one at a time in
 document order; after each, the engine admits, preempts within quotas and
 reclaims (with no delay) until nothing changes, as the operator would.
+
+Why the simulator's own engine (`SimulatedEngine`): with no cluster, an
+eviction takes effect the moment it is decided, and the report lists the pods
+that were evicted; both are the simulator's business, not the operator's.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,17 +22,18 @@ from typing import Any
 
 import yaml
 
-from quotree.engine import Engine, PodRecord, PodState
+from quotree.capacity import node_allocatable
+from quotree.engine import Decisions, Engine, PodRecord, PodState
 from quotree.models import GROUP, VERSION, ConfigError, NodeConfig, parse_node, pod_facts
-from quotree.quantity import QuantityError, format_quantity, parse_quantity
+from quotree.quantity import format_quantity
 from quotree.report import render_tree
 from quotree.rules import check_apply
 
 __all__ = [
+    "SimulatedEngine",
     "Simulation",
     "SimulationError",
     "load_documents",
-    "node_capacity",
     "render_table",
     "simulate",
     "simulate_documents",
@@ -47,7 +54,7 @@ class SimulationError(Exception):
 class Simulation:
     """The engine after the whole input, ready to be reported."""
 
-    engine: Engine
+    engine: SimulatedEngine
     configs: list[NodeConfig]
     warnings: list[str] = field(default_factory=list)
 
@@ -88,22 +95,32 @@ def _name(doc: Mapping[str, Any]) -> str:
     return f"{doc.get('kind')} {namespace + '/' if namespace else ''}{name}"
 
 
-def node_capacity(doc: Mapping[str, Any]) -> dict[str, int] | None:
-    status = doc.get("status") or {}
-    amounts = status.get("allocatable") or status.get("capacity") or {}
-    conditions = status.get("conditions") or []
-    for condition in conditions:
-        if condition.get("type") == "Ready" and condition.get("status") != "True":
-            return None
-    if (doc.get("spec") or {}).get("unschedulable"):
-        return None
-    out = {}
-    for resource, value in amounts.items():
-        try:
-            out[resource] = parse_quantity(value, resource)
-        except QuantityError as exc:
-            raise SimulationError(f"{_name(doc)}: status allocatable {resource}: {exc}") from None
-    return out
+class SimulatedEngine(Engine):
+    """The engine with no cluster behind it: evictions take effect at once.
+
+    `decide()` runs to a fixed point (an eviction frees room at once, which may
+    admit or evict more), and the evicted pods are kept for the report.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(reclaim_delay=0.0)
+        self.finished: dict[str, PodRecord] = {}  # preempted / reclaimed, for the report
+
+    def decide(self, now: float = 0.0) -> Decisions:
+        out = Decisions()
+        while self._decide_round(now, out):
+            pass
+        return out
+
+    def _eviction_asked(self, record: PodRecord, kind: str, reason: str) -> None:
+        # No cluster to wait for: the pod is gone at once, and its room with it.
+        record.reason = reason
+        self.forget_pod(record.key)
+        record.state = PodState.PREEMPTED if kind == "Preempted" else PodState.RECLAIMED
+        self.finished[record.key] = record
+
+    def pod_records(self) -> Iterable[PodRecord]:
+        return itertools.chain(self.pods.values(), self.finished.values())
 
 
 def simulate(paths: Iterable[str | Path]) -> Simulation:
@@ -113,8 +130,8 @@ def simulate(paths: Iterable[str | Path]) -> Simulation:
 
 def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Simulation:
     """`simulate` on documents already read, each with where it came from (e.g. a cluster)."""
-    configs: dict[str, NodeConfig] = {}
-    engine = Engine(reclaim_delay=0.0, instant_evictions=True)
+    engine = SimulatedEngine()
+    configs = engine.tree.configs()
     pods: list[tuple[str, Mapping[str, Any]]] = []
     warnings: list[str] = []
     for origin, doc in documents:
@@ -132,11 +149,12 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
             if not verdict.allowed:
                 raise SimulationError(verdict.message)
             warnings.extend(verdict.warnings)
-            configs[config.name] = config
             engine.set_config(config)
         elif kind == "Node":
             name = (doc.get("metadata") or {}).get("name") or origin
-            engine.set_cluster_node(str(name), node_capacity(doc))
+            counted = node_allocatable(doc)
+            warnings.extend(counted.warnings)
+            engine.set_cluster_node(str(name), counted.allocatable)
         elif kind == "Pod":
             pods.append((origin, doc))
         else:
@@ -192,7 +210,7 @@ def _pod_entry(record: PodRecord) -> dict[str, Any]:
 
 
 def to_json(sim: Simulation) -> dict[str, Any]:
-    """The stable JSON report of api.md."""
+    """The stable JSON report of the API contract."""
     engine = sim.engine
     nodes: dict[str, Any] = {}
     for config in sorted(sim.configs, key=lambda c: c.name):

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quotree.accounts import TreeNode
+from quotree.capacity import node_allocatable
 from quotree.engine import Engine, PodRecord, PodState
 from quotree.models import (
     ADMISSION_GATE,
@@ -36,11 +38,9 @@ from quotree.rules import check_apply
 from quotree.simulate import (
     Simulation,
     SimulationError,
-    node_capacity,
     simulate_documents,
     to_json,
 )
-from quotree.tree import TreeNode
 from quotree_kubectl.cluster import ClusterState, PluginError, live_documents
 
 __all__ = ["WhatIf", "render_what_if", "tree_report", "what_if", "why"]
@@ -95,10 +95,7 @@ def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, An
     """The tree from the CRDs' status, in `quotree simulate -o json`'s shape."""
     capacity: dict[str, int] = {}
     for node in state.nodes:
-        try:
-            amounts = node_capacity(node)
-        except SimulationError:
-            continue
+        amounts = node_allocatable(node).allocatable
         if amounts:
             add_amounts(capacity, amounts)
     nodes: dict[str, Any] = {}
@@ -155,12 +152,9 @@ def live_engine(state: ClusterState) -> tuple[Engine, list[str]]:
     engine = Engine(reclaim_delay=NO_RECLAIM)
     notes: list[str] = []
     for node in state.nodes:
-        try:
-            amounts = node_capacity(node)
-        except SimulationError as exc:
-            notes.append(str(exc))
-            continue
-        engine.set_cluster_node(node["metadata"]["name"], amounts)
+        counted = node_allocatable(node)
+        notes.extend(counted.warnings)
+        engine.set_cluster_node(node["metadata"]["name"], counted.allocatable)
     for obj in [*state.cohorts, *state.quotas]:
         try:
             engine.set_config(parse_node(obj))
@@ -180,23 +174,18 @@ def _q(amount: int, resource: str) -> str:
     return "unlimited" if is_unlimited(amount) else format_quantity(amount, resource)
 
 
-def _chain(node: TreeNode) -> list[TreeNode]:
-    out = []
-    walk: TreeNode | None = node
-    while walk is not None and walk.config is not None:
-        out.append(walk)
-        walk = walk.parent
-    return out
+def _chain(engine: Engine, node: TreeNode) -> list[TreeNode]:
+    """The node and its ancestors below the cluster root, nearest first."""
+    return [node, *engine.tree.ancestors(node)]
 
 
 def _borrowers(engine: Engine, top: TreeNode, resource: str, skip: str) -> list[str]:
     """ElasticQuotas under `top` that use more `resource` than their min (idle quota lent)."""
     out = []
-    stack = [top]
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
-        if node.name == skip or not node.is_leaf or resource not in node.part:
+    for node in engine.tree.live_nodes():
+        if node.name == skip or not node.is_quota or resource not in node.resources:
+            continue
+        if top.name not in {a.name for a in engine.tree.ancestors(node)}:
             continue
         above = node.used[resource] - node.min[resource]
         if above > 0:
@@ -211,13 +200,13 @@ def _let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
     """What would let a pending pod in, per resource it is short of."""
     assert record.quota is not None
     node = engine.tree.node(record.quota)
-    if node is None or not node.is_leaf:
+    if node is None or not node.is_quota:
         problem = engine.tree.problems.get(record.quota)
         why = problem.message if problem else f"ElasticQuota {record.quota} does not exist"
         return [f"the quota is not part of the live tree: {why}"]
     lines: list[str] = []
     request = record.request
-    for resource in sorted(node.part):
+    for resource in sorted(node.resources):
         amount = request.get(resource, 0)
         if not amount:
             continue
@@ -232,7 +221,7 @@ def _let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
             + (f": short by {_q(short, resource)}" if short > 0 else "")
         )
         capped: TreeNode | None = None
-        for ancestor in _chain(node):
+        for ancestor in _chain(engine, node):
             config = ancestor.config
             kind = "Cohort" if config is not None and not config.is_leaf else "ElasticQuota"
             at_cap = ancestor.used[resource] + amount > ancestor.cap[resource]
@@ -275,7 +264,7 @@ def _let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
                 f"{_q(own_min, resource)}), or a min raised by that much "
                 f"(preview with `kubectl quotree what-if`)"
             )
-        top = _chain(node)[-1]
+        top = _chain(engine, node)[-1]
         borrowers = _borrowers(engine, top, resource, record.quota)
         if borrowers:
             lines.append(

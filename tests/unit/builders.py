@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from quotree.engine import Engine
 from quotree.models import QUOTA_LABEL, NodeConfig, PodFacts
+from quotree.simulate import SimulatedEngine
 
 R = "x"  # an extended resource: one unit is one base unit
 
@@ -101,10 +102,19 @@ def pod(
 def engine(
     *configs: NodeConfig, capacity: int | Mapping[str, int] = 100, **kwargs: object
 ) -> Engine:
-    """An engine in simulator mode (instant evictions, no reclaim delay) unless told otherwise."""
-    options: dict[str, object] = {"reclaim_delay": 0.0, "instant_evictions": True}
-    options.update(kwargs)
-    eng = Engine(**options)  # type: ignore[arg-type]
+    """The simulator's engine (instant evictions, no reclaim delay) unless told otherwise.
+
+    `instant_evictions=False` gives the operator's engine (evictions wait for the
+    cluster), with the other keyword arguments passed on.
+    """
+    eng: Engine
+    if kwargs.pop("instant_evictions", True):
+        assert not kwargs, kwargs
+        eng = SimulatedEngine()
+    else:
+        options: dict[str, object] = {"reclaim_delay": 0.0}
+        options.update(kwargs)
+        eng = Engine(**options)  # type: ignore[arg-type]
     for config in configs:
         eng.set_config(config)
     eng.set_cluster_node("node-1", _res(capacity))
@@ -113,7 +123,7 @@ def engine(
 
 def runtimes(eng: Engine, resource: str = R) -> dict[str, int]:
     eng.tree.settle()
-    return {n.name: n.runtime[resource] for n in eng.tree.live_nodes() if resource in n.part}
+    return {n.name: n.runtime[resource] for n in eng.tree.live_nodes() if resource in n.resources}
 
 
 def states(eng: Engine) -> dict[str, str]:

@@ -12,9 +12,9 @@ from builders import cohort, engine, pod, quota
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from quotree.accounts import TreeNode
 from quotree.engine import Engine
 from quotree.models import NodeConfig
-from quotree.tree import TreeNode
 
 RESOURCES = ("x", "y")
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -96,12 +96,12 @@ def arrive_all(eng: Engine, scenario: Scenario) -> None:
 
 
 def parents_of(eng: Engine) -> list[TreeNode]:
-    return [eng.tree.root, *(n for n in eng.tree.live_nodes() if not n.is_leaf)]
+    return [eng.tree.root, *(n for n in eng.tree.live_nodes() if not n.is_quota)]
 
 
 def runtime_map(eng: Engine) -> dict[tuple[str, str], int]:
     eng.tree.settle()
-    return {(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.part}
+    return {(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources}
 
 
 @PROPERTY
@@ -111,7 +111,7 @@ def test_shares_add_up_to_what_the_parent_distributes(scenario: Scenario) -> Non
     arrive_all(eng, scenario)
     eng.tree.settle()
     for parent in parents_of(eng):
-        for r, kids in parent.kids.items():
+        for r, kids in parent.children_in.items():
             total = parent.runtime[r]
             reachable = sum(
                 k.demand[r] if k.weight[r] > 0 else min(k.demand[r], k.guarantee[r]) for k in kids
@@ -125,7 +125,7 @@ def test_runtime_bounds_guarantees_weight_zero_and_lending_floors(scenario: Scen
     eng = build(scenario)
     arrive_all(eng, scenario)
     for node in eng.tree.live_nodes():
-        for r in node.part:
+        for r in node.resources:
             runtime, demand = node.runtime[r], node.demand[r]
             assert runtime <= demand <= node.cap[r]
             assert runtime >= min(demand, node.guarantee[r])
@@ -154,9 +154,9 @@ def test_admitted_usage_within_runtime_and_non_preemptible_within_min(scenario: 
                 key = (record.quota, r)
                 np_used[key] = np_used.get(key, 0) + amount
     for node in eng.tree.live_nodes():
-        if not node.is_leaf:
+        if not node.is_quota:
             continue
-        for r in node.part:
+        for r in node.resources:
             pinned = np_used.get((node.name, r), 0)
             if overcommitted(eng, r):
                 # Min scaling can shrink a guarantee below what non-preemptible pods

@@ -1,5 +1,6 @@
 """The eight configuration rules (semantics.md), as the webhook and the simulator apply them."""
 
+from collections import ChainMap
 from collections.abc import Iterable
 
 import pytest
@@ -7,6 +8,8 @@ from builders import cohort, quota
 
 from quotree.models import NodeConfig, parse_node
 from quotree.rules import check_apply, check_delete
+from quotree.runtime import QuotaTree
+from quotree.structure import Structure
 
 
 def tree(*configs: NodeConfig) -> dict[str, NodeConfig]:
@@ -151,3 +154,27 @@ def test_rule_1_is_parse_node() -> None:
         {"kind": "Cohort", "metadata": {"name": "c"}, "spec": {"min": {"cpu": "1"}}}
     )
     assert check_apply({}, config).allowed
+
+
+def test_the_live_tree_and_the_webhook_word_a_rule_the_same() -> None:
+    # One function per rule: the Valid condition quotes what `kubectl apply` would say.
+    live = QuotaTree()
+    for config in (quota("upside", min=cpu(5), max=cpu(4)), quota("b", "leaf"), quota("leaf")):
+        live.set_config(config)
+    assert live.problems["upside"].message == check_apply({}, live.configs()["upside"]).message
+    assert live.problems["b"].message == (
+        check_apply(tree(quota("leaf")), quota("b", "leaf")).message
+    )
+
+
+def test_recently_allowed_objects_are_seen_over_the_engines_structure() -> None:
+    # The webhook passes a ChainMap of objects allowed but not yet seen over the Structure.
+    structure = Structure(tree(cohort("a"), cohort("b", "a")))
+    on_the_way = {"c": cohort("c", "b")}
+    view = ChainMap(on_the_way, structure)  # type: ignore[arg-type]
+    verdict = check_apply(view, cohort("a", "c"))
+    assert verdict.message == "Cohort a: parent c would make a cycle (a -> c -> b -> a)"
+    assert check_apply(structure, cohort("a", "b")).message == (
+        "Cohort a: parent b would make a cycle (a -> b -> a)"
+    )
+    assert check_apply(structure, cohort("a", "c")).allowed  # c is not there yet: a warning

@@ -125,9 +125,9 @@ def test_participation_comes_from_ancestors_and_descendants() -> None:
         capacity={"gpu": 8, "cpu": 4000},
     )
     nodes = {n.name: n for n in eng.tree.live_nodes()}
-    assert nodes["a"].part == {"gpu", "cpu"}
-    assert nodes["b"].part == {"gpu"}
-    assert nodes["ml"].part == {"gpu", "cpu"}
+    assert nodes["a"].resources == {"gpu", "cpu"}
+    assert nodes["b"].resources == {"gpu"}
+    assert nodes["ml"].resources == {"gpu", "cpu"}
     # b's pods are not limited (nor counted) in cpu, which b does not take part in.
     arrive(eng, pod("b", "p", {"cpu": 100000, "gpu": 2}))
     assert eng.pods["b/p"].state == "admitted"

@@ -1,0 +1,104 @@
+"""Per-resource accounting of one live tree node, kept beside the structure's graph.
+
+Why a module of its own: the DiGraph (`structure.py`) says who is whose
+parent; a `TreeNode` says, per resource, what a node asks for, what it is
+given and what it holds. `QuotaTree` (`runtime.py`) keeps one `TreeNode` per
+live node, keyed by name, and looks parents and children up in the graph.
+The names follow the semantics ("Per node").
+"""
+
+from __future__ import annotations
+
+from quotree.models import NodeConfig
+from quotree.quantity import UNLIMITED
+
+__all__ = ["TreeNode"]
+
+
+class TreeNode:
+    """One live Cohort or ElasticQuota (or the cluster root), per resource it takes part in."""
+
+    __slots__ = (
+        "cap",
+        "children_in",
+        "config",
+        "demand",
+        "depth",
+        "floor",
+        "guarantee",
+        "last_scale_total",
+        "last_total",
+        "min",
+        "name",
+        "raw_request",
+        "resources",
+        "roomy",
+        "runtime",
+        "sum_min",
+        "sum_target",
+        "used",
+        "weight",
+    )
+
+    def __init__(self, name: str, config: NodeConfig | None, depth: int) -> None:
+        self.name = name
+        self.config = config  # None for the cluster root
+        self.depth = depth  # 0 for the root; orders the top-down runtime pass
+        #: The resources the node takes part in (the semantics, "The tree").
+        self.resources: frozenset[str] = frozenset()
+        #: Per resource, the children taking part in it (from the graph, at each rebuild).
+        self.children_in: dict[str, list[TreeNode]] = {}
+        # From the configuration (the semantics, "Per node"):
+        self.min: dict[str, int] = {}
+        self.cap: dict[str, int] = {}
+        self.floor: dict[str, int] = {}
+        self.weight: dict[str, int] = {}
+        # From the pods:
+        self.raw_request: dict[str, int] = {}  # a quota: its pods; a Cohort: children's demand
+        self.demand: dict[str, int] = {}  # min(cap, max(raw request, floor))
+        self.used: dict[str, int] = {}  # admitted pods, summed up the tree
+        # From the parent's distribution:
+        self.runtime: dict[str, int] = {}
+        self.guarantee: dict[str, int] = {}  # min, or the scaled min when the cluster shrank
+        # Kept by a parent so that one changed child is handled without its siblings:
+        self.sum_min: dict[str, int] = {}  # children's mins
+        self.sum_target: dict[str, int] = {}  # children's targets
+        self.roomy: dict[str, bool] = {}  # at the last distribution every target fitted
+        self.last_total: dict[str, int] = {}  # the total the last distribution shared
+        self.last_scale_total: dict[str, int] = {}  # ... and what the mins were scaled against
+
+    @property
+    def is_quota(self) -> bool:
+        """An ElasticQuota (pods are charged only to these)."""
+        return self.config is not None and self.config.is_leaf
+
+    def set_limits(self) -> None:
+        """min, cap, floor and sharedWeight for every resource the node takes part in."""
+        config = self.config
+        assert config is not None
+        for resource in self.resources:
+            low = config.min.get(resource, 0)
+            high = config.max.get(resource, UNLIMITED)
+            borrow = config.borrowing_limit.get(resource)
+            self.min[resource] = low
+            self.cap[resource] = min(high, UNLIMITED if borrow is None else low + borrow)
+            lend = config.lending_limit.get(resource)
+            self.floor[resource] = 0 if lend is None else max(low - lend, 0)
+            weight = config.shared_weight.get(resource)
+            if weight is None:
+                weight = high if resource in config.max else (low if low > 0 else 1)
+            self.weight[resource] = weight
+
+    def target(self, resource: str) -> int:
+        """What this child gets when its parent has room for everyone."""
+        demand = self.demand[resource]
+        if self.weight[resource] > 0:
+            return demand
+        return min(demand, self.min[resource])
+
+    def clamp(self, resource: str) -> int:
+        """demand = min(cap, max(raw request, floor))."""
+        return min(self.cap[resource], max(self.raw_request[resource], self.floor[resource]))
+
+    def __repr__(self) -> str:
+        return f"TreeNode({self.name!r})"

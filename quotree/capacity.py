@@ -1,0 +1,60 @@
+"""Which cluster nodes count toward the capacity, and for how much: decided here only.
+
+Why a module of its own: the operator (from its Node watch) and `quotree
+simulate` (from Node documents) must agree on the root's total, so both hand
+the Node object to `node_allocatable` and the engine to `Engine.set_cluster_node`.
+
+The rule (the semantics, "Capacity": Ready, schedulable nodes): a cluster node
+counts unless it is being deleted (`metadata.deletionTimestamp`), cordoned
+(`spec.unschedulable`), or reports a `Ready` condition other than "True". A
+node with no `Ready` condition at all counts: the kubelet always reports one,
+so only hand-written simulator input lacks it. It counts for
+`status.allocatable` (or `status.capacity` when allocatable is absent). A
+quantity that does not parse is left out of the total, the rest of the node
+still counts, and the caller is given one line per skipped resource to show
+(the operator logs it, the simulator prints it as a warning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from quotree.quantity import QuantityError, parse_quantity
+
+__all__ = ["NodeCapacity", "node_allocatable"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCapacity:
+    """What one cluster node adds to the capacity (None: it does not count), and warnings."""
+
+    allocatable: dict[str, int] | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def node_allocatable(body: Mapping[str, Any]) -> NodeCapacity:
+    """The allocatable, in base units, that a Node object adds to the cluster's capacity."""
+    metadata, spec, status = (_mapping(body.get(k)) for k in ("metadata", "spec", "status"))
+    if metadata.get("deletionTimestamp") or spec.get("unschedulable"):
+        return NodeCapacity(None)
+    for condition in status.get("conditions") or ():
+        if _mapping(condition).get("type") == "Ready" and condition.get("status") != "True":
+            return NodeCapacity(None)
+    amounts = _mapping(status.get("allocatable") or status.get("capacity"))
+    out: dict[str, int] = {}
+    warnings = []
+    for resource, value in amounts.items():
+        try:
+            out[str(resource)] = parse_quantity(value, str(resource))
+        except QuantityError as exc:
+            warnings.append(
+                f"Node {metadata.get('name', '(no name)')}: allocatable {resource} {value!r} "
+                f"left out of the capacity: {exc}"
+            )
+    return NodeCapacity(out, warnings)

@@ -1,0 +1,90 @@
+"""One parent shares its runtime among its children: the semantics' "Runtime", steps 1 to 5.
+
+Why a module of its own: this is the rule itself, for one parent and one
+resource, apart from the bookkeeping that decides which parents must redo it
+(`runtime.py`). It also holds the shortcuts that keep a pod event O(depth):
+when every child's target fits, only the children whose demand changed are
+redone; when a saturated parent's changed children stay short of their
+demand, nothing moves.
+"""
+
+from __future__ import annotations
+
+from quotree.accounts import TreeNode
+from quotree.sharing import proportional, water_fill
+
+__all__ = ["distribute"]
+
+
+def distribute(
+    parent: TreeNode, resource: str, hints: dict[TreeNode, int] | None, *, at_root: bool
+) -> list[TreeNode]:
+    """Share the parent's runtime among its children; returns the children that changed.
+
+    `hints` are the children whose demand changed (None: redo all). When
+    every child's target fits, before and after, only those are redone.
+    """
+    children = parent.children_in[resource]
+    total = parent.runtime[resource]
+    sum_min = parent.sum_min[resource]
+    scale_total = total if at_root else max(total, parent.guarantee[resource])
+    roomy = sum_min <= scale_total and parent.sum_target[resource] <= total
+    was_roomy = parent.roomy.get(resource, False)
+    same_start = (
+        parent.last_total.get(resource) == total
+        and parent.last_scale_total.get(resource) == scale_total
+    )
+    parent.roomy[resource] = roomy
+    parent.last_total[resource] = total
+    parent.last_scale_total[resource] = scale_total
+    changed: list[TreeNode] = []
+    # A saturated parent, same total: when every changed child was short of its demand
+    # and still is (new demand above its old runtime), every water-filling round
+    # compares the same way and nobody's share moves.
+    if (
+        not roomy
+        and not was_roomy
+        and same_start
+        and hints is not None
+        and all(
+            old > child.runtime[resource] and child.demand[resource] > child.runtime[resource]
+            for child, old in hints.items()
+        )
+    ):
+        return changed
+    if roomy and was_roomy and hints is not None:
+        for child in hints:
+            runtime = child.target(resource)
+            if child.runtime[resource] != runtime:
+                child.runtime[resource] = runtime
+                changed.append(child)
+        return changed
+    if roomy:
+        for child in children:
+            runtime = child.target(resource)
+            low = child.min[resource]
+            if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != low:
+                child.runtime[resource] = runtime
+                child.guarantee[resource] = low
+                changed.append(child)
+        return changed
+    names = [child.name for child in children]
+    mins = [child.min[resource] for child in children]
+    # Scale guarantees only when the mins exceed what the parent is
+    # guaranteed or holds (the cluster shrank), not when it is merely idle.
+    guarantees = proportional(scale_total, mins, names) if sum_min > scale_total else mins
+    bases = [min(c.demand[resource], g) for c, g in zip(children, guarantees, strict=True)]
+    leftover = total - sum(bases)
+    if leftover > 0:
+        needs = [c.demand[resource] - b for c, b in zip(children, bases, strict=True)]
+        weights = [child.weight[resource] for child in children]
+        extra = water_fill(leftover, needs, weights, names)
+    else:
+        extra = [0] * len(children)
+    for child, g, b, e in zip(children, guarantees, bases, extra, strict=True):
+        runtime = b + e
+        if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != g:
+            child.runtime[resource] = runtime
+            child.guarantee[resource] = g
+            changed.append(child)
+    return changed

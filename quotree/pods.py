@@ -1,0 +1,114 @@
+"""The engine's records of pods, and each quota's admitted pods and pending queue.
+
+Why a module of its own: admission, preemption, reclaim and the reports all
+read the same records; this module owns their shape, the two orders pods are
+taken in (importance for admission, its reverse for eviction) and the sorted
+pending queue, so that none of them keeps a copy.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from enum import StrEnum
+
+from quotree.models import PodFacts
+from quotree.quantity import add_amounts
+
+__all__ = ["PodRecord", "PodState", "QuotaPods", "least_important_first"]
+
+
+class PodState(StrEnum):
+    PENDING = "pending"
+    ADMITTED = "admitted"
+    PREEMPTED = "preempted"
+    RECLAIMED = "reclaimed"
+    UNMANAGED = "unmanaged"
+
+
+@dataclass(slots=True)
+class PodRecord:
+    """The engine's view of one non-terminal pod."""
+
+    facts: PodFacts
+    quota: str | None
+    state: PodState
+    arrival: int
+    admitted_seq: int = 0
+    evicting: bool = False
+    capacity: str | None = None  # the in-quota / over-quota label
+    reason: str = ""
+    victims: frozenset[str] = frozenset()  # pods being evicted so that this one fits
+    reason_key: object = None  # the numbers behind `reason`: it is formatted only when they change
+    preemptible: bool = True
+
+    def __post_init__(self) -> None:
+        self.preemptible = self.facts.preemptible
+
+    @property
+    def key(self) -> str:
+        return self.facts.key
+
+    @property
+    def request(self) -> dict[str, int]:
+        return self.facts.request
+
+    def order(self) -> tuple[int, float, str]:
+        """Importance order: higher priority first, then older, then by name."""
+        return (-self.facts.priority, self.facts.created, self.facts.name)
+
+
+def least_important_first(record: PodRecord) -> tuple[int, float, str]:
+    """Victim order for reclaim and preemption: lowest priority, then newest."""
+    return (record.facts.priority, -record.facts.created, record.facts.name)
+
+
+class QuotaPods:
+    """The pods of one ElasticQuota: the pending queue, the admitted, what they hold."""
+
+    __slots__ = ("admitted", "evicting", "non_preemptible_used", "pending", "pending_keys", "room")
+
+    def __init__(self) -> None:
+        # Room (runtime - used, guarantee - non-preemptible used) when the pending pods were
+        # last looked at; None: look again. No pending pod can start to fit unless some
+        # room grew or a pod arrived, so quotas whose room only shrank are not rescanned.
+        self.room: dict[str, tuple[int, int]] | None = None
+        self.pending: list[tuple[tuple[int, float, str], str]] = []  # sorted (order, key)
+        self.pending_keys: set[str] = set()
+        self.admitted: dict[str, PodRecord] = {}
+        self.non_preemptible_used: dict[str, int] = {}
+        self.evicting: dict[str, int] = {}  # requests of admitted pods being evicted
+
+    def enqueue(self, record: PodRecord) -> None:
+        bisect.insort(self.pending, (record.order(), record.key))
+        self.pending_keys.add(record.key)
+        self.room = None
+
+    def unqueue(self, record: PodRecord) -> None:
+        """Take the pod out of the pending queue, if it is there."""
+        key = record.key
+        if key in self.pending_keys:
+            self.pending_keys.discard(key)
+            index = bisect.bisect_left(self.pending, (record.order(), key))
+            if index < len(self.pending) and self.pending[index][1] == key:
+                del self.pending[index]
+
+    def add_admitted(self, record: PodRecord) -> None:
+        self.unqueue(record)
+        self.admitted[record.key] = record
+        if not record.preemptible:
+            add_amounts(self.non_preemptible_used, record.request, 1)
+
+    def remove_admitted(self, record: PodRecord) -> bool:
+        """Forget an admitted pod; False when it was not admitted."""
+        if self.admitted.pop(record.key, None) is None:
+            return False
+        if record.evicting:
+            add_amounts(self.evicting, record.request, -1)
+        if not record.preemptible:
+            add_amounts(self.non_preemptible_used, record.request, -1)
+        return True
+
+    def set_evicting(self, record: PodRecord, evicting: bool) -> None:
+        record.evicting = evicting
+        add_amounts(self.evicting, record.request, 1 if evicting else -1)

@@ -1,0 +1,57 @@
+"""The numbers a Cohort's or ElasticQuota's status shows, in base units (`NodeReport`).
+
+Why a module of its own: the operator's status writer and `quotree simulate`
+print the same report; it reads the tree and the pods and decides nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from quotree.pods import QuotaPods
+from quotree.rules import Problem
+from quotree.runtime import QuotaTree
+
+__all__ = ["NodeReport", "node_report"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    """status of a Cohort or ElasticQuota, in base units (`request` shows demand)."""
+
+    request: dict[str, int]
+    runtime: dict[str, int]
+    used: dict[str, int]
+    admitted_pods: int
+    pending_pods: int
+    problem: Problem | None
+
+
+def node_report(tree: QuotaTree, pods_of: Mapping[str, QuotaPods], name: str) -> NodeReport:
+    """status for tree node `name`: demand, runtime, used, pod counts, its problem."""
+    node = tree.node(name)
+    pods = pods_of.get(name)
+    admitted = len(pods.admitted) if pods else 0
+    pending = len(pods.pending) if pods else 0
+    if node is not None:
+        resources = sorted(node.resources)
+        return NodeReport(
+            request={r: node.demand[r] for r in resources},
+            runtime={r: node.runtime[r] for r in resources},
+            used={r: node.used[r] for r in resources},
+            admitted_pods=admitted,
+            pending_pods=pending,
+            problem=None,
+        )
+    config = tree.config(name)
+    named = sorted(set(config.min) | set(config.max)) if config else []
+    used = tree.quota_used(name)
+    return NodeReport(
+        request={},
+        runtime=dict.fromkeys(named, 0),
+        used={r: used.get(r, 0) for r in named},
+        admitted_pods=admitted,
+        pending_pods=pending,
+        problem=tree.problems.get(name),
+    )

@@ -1,0 +1,176 @@
+"""The tree's structure: one networkx DiGraph of every Cohort and ElasticQuota.
+
+Why a module of its own: structure (who is whose parent, where the cycles
+are, which nodes are live and in what order) changes only when a Cohort or
+ElasticQuota changes, while accounting (demand, runtime, used) changes with
+every pod. Keeping the graph here, and nothing but the graph, means every
+question about structure has one answer, asked of networkx.
+
+Edges run parent -> child, with the cluster root `ROOT` above the top-level
+nodes. A `parent` that names no object is still a graph node (without a
+config), so a child waiting for its parent is wired the moment it appears.
+`Structure` is also the read-only mapping of configs by name that the
+configuration rules take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+
+import networkx as nx
+
+from quotree.models import NodeConfig
+
+__all__ = ["ROOT", "PendingView", "Structure"]
+
+#: Name of the cluster root in the graph; the slash keeps it apart from object names.
+ROOT = "quotree.io/cluster"
+
+
+class Structure(Mapping[str, NodeConfig]):
+    """Cohorts and ElasticQuotas by name, and the DiGraph of their parent links."""
+
+    def __init__(self, configs: Mapping[str, NodeConfig] | None = None) -> None:
+        self.graph: nx.DiGraph = nx.DiGraph()
+        self.graph.add_node(ROOT)
+        self._configs: dict[str, NodeConfig] = {}
+        for config in (configs or {}).values():
+            self.set(config)
+
+    # ------------------------------------------------------------ the mapping
+
+    def __getitem__(self, name: str) -> NodeConfig:
+        return self._configs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._configs)
+
+    def __len__(self) -> int:
+        return len(self._configs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._configs
+
+    # ------------------------------------------------------------ changes
+
+    def set(self, config: NodeConfig) -> None:
+        """Add or replace the object called `config.name`."""
+        name = config.name
+        if name in self.graph:
+            for parent in list(self.graph.predecessors(name)):
+                self.graph.remove_edge(parent, name)
+                self._drop_if_unused(parent)
+        self._configs[name] = config
+        self.graph.add_node(name)
+        self.graph.add_edge(ROOT if config.parent is None else config.parent, name)
+
+    def remove(self, name: str) -> None:
+        """Forget the object called `name` (its children stay, waiting for it)."""
+        if self._configs.pop(name, None) is None:
+            return
+        for parent in list(self.graph.predecessors(name)):
+            self.graph.remove_edge(parent, name)
+            self._drop_if_unused(parent)
+        self._drop_if_unused(name)
+
+    def _drop_if_unused(self, name: str) -> None:
+        # A name without an object stays in the graph only while a child points at it.
+        if name != ROOT and name not in self._configs and not self.graph.out_degree(name):
+            self.graph.remove_node(name)
+
+    # ------------------------------------------------------------ questions
+
+    def parent(self, name: str) -> str | None:
+        """The parent `name` points at (ROOT for a top-level node; None when unknown)."""
+        for parent in self.graph.pred.get(name, ()):
+            return str(parent)
+        return None
+
+    def children(self, name: str) -> list[str]:
+        """The existing objects whose parent is `name`, sorted."""
+        return sorted(c for c in self.graph.succ.get(name, ()) if c in self._configs)
+
+    def chain_up(self, name: str) -> list[str]:
+        """`name`'s ancestors, nearest first, up to the root, a missing parent or a repeat."""
+        chain: list[str] = []
+        seen = {name}
+        walk = self.parent(name)
+        while walk is not None and walk != ROOT and walk not in seen:
+            chain.append(walk)
+            seen.add(walk)
+            walk = self.parent(walk) if walk in self else None
+        return chain
+
+    def cycles(self) -> list[list[str]]:
+        """Every cycle in the parent links, each as a chain child -> parent (networkx)."""
+        # Each node has one parent, so the cycles are disjoint and networkx's simple
+        # cycles (which follow edges parent -> child) are all of them, once each.
+        loops = []
+        for cycle in nx.simple_cycles(self.graph):
+            loops.append(list(reversed([str(n) for n in cycle])))
+        return loops
+
+    def loop_if_parent(self, name: str, parent: str) -> list[str] | None:
+        """The cycle `name` would close by taking `parent` as its parent, or None."""
+        if parent == name:
+            return [name]
+        if parent not in self:
+            return None
+        chain = [parent, *self.chain_up(parent)]
+        if name not in chain:
+            return None
+        return [name, *chain[: chain.index(name)]]
+
+    def live_order(self, excluded: Collection[str]) -> list[tuple[str, str, int]]:
+        """The live nodes, parents before children: (name, parent, depth), breadth-first.
+
+        A node is live when it and every ancestor exist and are not `excluded`.
+        """
+
+        def usable(name: str) -> bool:
+            return name == ROOT or (name in self._configs and name not in excluded)
+
+        view = nx.subgraph_view(self.graph, filter_node=usable)
+        depth = {ROOT: 0}
+        order = []
+        for parent, child in nx.bfs_edges(view, ROOT, sort_neighbors=sorted):
+            depth[child] = depth[parent] + 1
+            order.append((str(child), str(parent), depth[child]))
+        return order
+
+
+class PendingView(Structure):
+    """A `Structure` as it will be once `pending` objects (allowed, not yet seen) land.
+
+    Read-only and cheap: the base graph is not copied; parents and children are
+    answered from `pending` first. The webhook's rules see recent approvals this way.
+    """
+
+    def __init__(self, base: Structure, pending: Mapping[str, NodeConfig]) -> None:
+        self._base = base
+        self._pending = dict(pending)
+        self.graph = base.graph
+        self._configs = {**base._configs, **self._pending}
+
+    def set(self, config: NodeConfig) -> None:
+        raise TypeError("a PendingView is read-only")
+
+    def remove(self, name: str) -> None:
+        raise TypeError("a PendingView is read-only")
+
+    def parent(self, name: str) -> str | None:
+        config = self._pending.get(name)
+        if config is not None:
+            return ROOT if config.parent is None else config.parent
+        return self._base.parent(name)
+
+    def children(self, name: str) -> list[str]:
+        moved = [c for c in self._base.children(name) if c not in self._pending]
+        joined = [c.name for c in self._pending.values() if c.parent == name]
+        return sorted({*moved, *joined})
+
+    def cycles(self) -> list[list[str]]:
+        raise TypeError("ask the base Structure: a PendingView answers only local questions")
+
+    def live_order(self, excluded: Collection[str]) -> list[tuple[str, str, int]]:
+        raise TypeError("ask the base Structure: a PendingView answers only local questions")
