@@ -30,7 +30,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy quotree
-	$(BIN)/mypy operator/quotree_operator webhooks/quotree_webhooks plugin/quotree_kubectl
+	$(BIN)/mypy operator/quotree_main operator/quotree_operator webhooks/quotree_webhooks plugin/quotree_kubectl
 
 unit: $(STAMP) tools
 	$(BIN)/pytest -q tests/unit

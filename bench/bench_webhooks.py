@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "operator"), str(REPO / "webhooks")]
 
 from kubernetes_asyncio import client, config  # noqa: E402
-from quotree_webhooks import decisions  # noqa: E402
 
 from quotree import Engine, parse_node  # noqa: E402
+from quotree_webhooks import decisions  # noqa: E402
 from tests.e2e import cluster  # noqa: E402
 from tests.e2e.operator_proc import start_operator  # noqa: E402
 

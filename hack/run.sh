@@ -38,7 +38,7 @@ LOG_DIR="${QUOTREE_RUN}/logs"
 mkdir -p "${LOG_DIR}"
 LOG="${LOG_DIR}/operator.log"
 echo ">>> starting the operator (log: ${LOG})"
-"${VENV_BIN}/kopf" run --all-namespaces --standalone -m quotree_operator.main >"${LOG}" 2>&1 &
+"${VENV_BIN}/kopf" run --all-namespaces --standalone -m quotree_main >"${LOG}" 2>&1 &
 OPERATOR_PID=$!
 stop() {
   trap - INT TERM EXIT

@@ -1,37 +1,38 @@
-"""The only module that talks to the Kubernetes API (kubernetes_asyncio).
+"""The only module that talks to the Kubernetes API (kubernetes_asyncio), for both shells.
 
-Created once at start-up and kept in Kopf's `memo.kube`. Every call converts the client's
-exceptions into `KubeError` (status code + one-line message), so the rest of the operator
-never imports kubernetes_asyncio. Responses the operator does not read are not deserialized
-(`_preload_content=False`): at thousands of pods, building model objects costs more CPU
-than the request itself.
+One `Kube` is created at start-up by the entry point (quotree_main) and shared: the operator
+lists, watches and writes through it, and the webhooks get it as their `WebhookApi`
+(quotree_webhooks/settings.py) without importing this package. Every call converts the
+client's exceptions into `KubeError` (status code + one-line message), so nothing else
+imports kubernetes_asyncio (an import-linter contract in pyproject.toml says so). Responses
+that are not read are not deserialized (`_preload_content=False`): at thousands of pods,
+building model objects costs more CPU than the request itself. What is sent is built in
+bodies.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, GROUP, VERSION
+from quotree.models import CAPACITY_LABEL, GROUP, VERSION
+from quotree_operator import bodies
 
 __all__ = ["Kube", "KubeError"]
 
 logger = logging.getLogger(__name__)
 
-COMPONENT = "quotree-operator"
 _JSON_PATCH = "application/json-patch+json"
 _MERGE_PATCH = "application/merge-patch+json"
 WATCH_TIMEOUT = 300  # seconds the API server keeps one pod watch open before it ends it
-WATCH_BACKOFF = (0.5, 30.0)  # first and longest wait before reconnecting a failed watch
 
 
 class KubeError(Exception):
@@ -51,17 +52,14 @@ def _convert(exc: BaseException, what: str) -> KubeError:
     return KubeError(0, f"{what}: {type(exc).__name__}: {exc}")
 
 
-def _escape(key: str) -> str:
-    """A map key as a JSON-pointer segment."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _failed_call(exc: Exception) -> bool:
+    """An HTTP error or a network failure (aiohttp's own are known by their module)."""
+    failed = isinstance(exc, (TimeoutError, ApiException, OSError))
+    return failed or type(exc).__module__.startswith("aiohttp")
 
 
 class Kube:
-    """The API calls the operator makes, and nothing else."""
+    """The API calls quotree makes, and nothing else."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
@@ -70,7 +68,8 @@ class Kube:
         self.core: Any = client.CoreV1Api(api)
         self.custom: Any = client.CustomObjectsApi(api)
         self.coordination: Any = client.CoordinationV1Api(api)
-        self._pod_version = ""  # the pod watch's last resourceVersion seen
+        self.authentication: Any = client.AuthenticationV1Api(api)
+        self.admission: Any = client.AdmissionregistrationV1Api(api)
 
     @classmethod
     async def connect(cls, pool: int = 64) -> Kube:
@@ -89,10 +88,8 @@ class Kube:
     async def _call(self, what: str, coro: Any) -> Any:
         try:
             response = await coro
-        except (TimeoutError, ApiException, OSError) as exc:
-            raise _convert(exc, what) from None
-        except Exception as exc:  # aiohttp's client errors, without importing aiohttp here
-            if type(exc).__module__.startswith("aiohttp"):
+        except Exception as exc:
+            if _failed_call(exc):
                 raise _convert(exc, what) from None
             raise
         status = getattr(response, "status", 200)
@@ -105,6 +102,16 @@ class Kube:
                 message = body[:200].decode(errors="replace")
             raise KubeError(status, f"{what}: {status} {message}")
         return response
+
+    async def _read(self, what: str, coro: Any, *, missing_ok: bool = False) -> Any:
+        """The call's JSON answer; None for a 404 when `missing_ok`."""
+        try:
+            response = await self._call(what, coro)
+        except KubeError as exc:
+            if missing_ok and exc.status == 404:
+                return None
+            raise
+        return json.loads(await response.read())
 
     async def _discard(self, what: str, coro: Any) -> None:
         response = await self._call(what, coro)
@@ -138,8 +145,7 @@ class Kube:
                     self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs),
                     what,
                 )
-            response = await self._call(f"list {what}", call)
-            data = json.loads(await response.read())
+            data = await self._read(f"list {what}", call)
             for item in data.get("items") or ():
                 item.setdefault("kind", kind)
                 items.append(item)
@@ -150,62 +156,15 @@ class Kube:
             if not token:
                 return items, version
 
-    async def watch_pods(
-        self,
-        version: str,
-        observe: Callable[[dict[str, Any], bool], None],
-        relist: Callable[[list[dict[str, Any]]], None],
-    ) -> None:
-        """Feed every Pod change in all namespaces to `observe(body, deleted)`, forever.
+    async def pod_events(self, version: str) -> AsyncGenerator[dict[str, Any], None]:
+        """One watch of every Pod from `version`: each event as the API sends it, parsed.
 
-        Starts from `version` (the resourceVersion of the list the caller loaded), resumes
-        from the last version seen (bookmarks included) when the server ends the watch or
-        the connection fails (with backoff), and when that version is too old (410 Gone)
-        lists all pods again, hands them to `relist(bodies)`, and watches from that list.
-        Bodies are the API's own JSON (camelCase), as a list returns them.
+        Events are `{"type": ..., "object": ...}` with the object as the API's own JSON
+        (camelCase), bookmarks and ERROR events included; the caller keeps the position
+        (podwatch.py). The iteration ends when the server ends the watch; a failed
+        connection raises KubeError. Use it inside `contextlib.aclosing`, so the stream is
+        closed (not handed back to the pool: it may be cut mid-way) when the caller stops.
         """
-        delay = WATCH_BACKOFF[0]
-        while True:
-            started = asyncio.get_running_loop().time()
-            try:
-                if not version:
-                    items, version = await self.list_with_version("pods")
-                    relist(items)
-                version, gone = await self._watch_pods_once(version, observe)
-            except KubeError as exc:
-                if exc.status != 410:
-                    # Resume after the last event seen (or list again if the list failed).
-                    version = self._pod_version if version else ""
-                    logger.warning("pod watch: %s; reconnecting in %.1fs", exc, delay)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, WATCH_BACKOFF[1])
-                    continue
-                gone = True
-            except Exception:
-                version = self._pod_version if version else ""
-                logger.exception("pod watch failed; reconnecting in %.1fs", delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, WATCH_BACKOFF[1])
-                continue
-            if gone:
-                logger.info("pod watch: resourceVersion %s is too old; listing again", version)
-                version = ""
-                continue
-            if asyncio.get_running_loop().time() - started < 1.0:
-                await asyncio.sleep(delay)  # the server ended it at once: do not spin
-                delay = min(delay * 2, WATCH_BACKOFF[1])
-            else:
-                delay = WATCH_BACKOFF[0]
-
-    async def _watch_pods_once(
-        self, version: str, observe: Callable[[dict[str, Any], bool], None]
-    ) -> tuple[str, bool]:
-        """One watch request: (the last version seen, whether the server said 410 Gone).
-
-        A failed connection raises KubeError; events seen before it still moved `version`
-        on, so they are not delivered twice: that is kept in `self._pod_version`.
-        """
-        self._pod_version = version
         response = await self._call(
             "watch pods",
             self.core.list_pod_for_all_namespaces(
@@ -223,41 +182,20 @@ class Kube:
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
-                    if line.strip() and self._pod_watch_event(line, observe):
-                        return self._pod_version, True
-        except (TimeoutError, OSError) as exc:
-            raise KubeError(0, f"watch pods: {type(exc).__name__}: {exc}") from None
-        except Exception as exc:  # aiohttp's client errors, without importing aiohttp here
-            if type(exc).__module__.startswith("aiohttp"):
-                raise KubeError(0, f"watch pods: {type(exc).__name__}: {exc}") from None
+                    if not line.strip():
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        logger.warning("pod watch: unreadable event %r", line[:200])
+                        continue
+                    yield event
+        except Exception as exc:
+            if _failed_call(exc):
+                raise _convert(exc, "watch pods") from None
             raise
         finally:
-            response.close()  # not back to the pool: the stream may be cut mid-way
-        return self._pod_version, False
-
-    def _pod_watch_event(
-        self, line: bytes, observe: Callable[[dict[str, Any], bool], None]
-    ) -> bool:
-        """Handle one watch event line; True when it says the version is gone (410)."""
-        try:
-            event = json.loads(line)
-        except ValueError:
-            logger.warning("pod watch: unreadable event %r", line[:200])
-            return False
-        kind, body = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            if body.get("code") == 410:
-                return True
-            raise KubeError(int(body.get("code") or 0), f"watch pods: {body.get('message')}")
-        version = (body.get("metadata") or {}).get("resourceVersion")
-        if kind != "BOOKMARK":
-            try:
-                observe(body, kind == "DELETED")
-            except Exception:
-                logger.exception("pod watch: handling a %s event failed", kind)
-        if version:
-            self._pod_version = version
-        return False
+            response.close()
 
     # ------------------------------------------------------------ pods
 
@@ -266,29 +204,14 @@ class Kube:
         namespace: str,
         name: str,
         gates: Sequence[str],
-        labels: Mapping[str, str] | None,
+        has_labels: bool,
         capacity: str | None,
     ) -> None:
         """Remove our scheduling gate (keeping any others) and set the capacity label, at once.
 
-        `gates` are the pod's gate names as last seen; the `test` op makes the patch fail
-        (422) instead of removing someone else's gate if the list has changed since.
+        A 422 means `gates` (the pod's gate names as last seen) changed since: see bodies.py.
         """
-        index = list(gates).index(ADMISSION_GATE)
-        ops: list[dict[str, Any]] = [
-            {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": ADMISSION_GATE},
-            {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
-        ]
-        if capacity is not None:
-            if labels is None:
-                ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
-            ops.append(
-                {
-                    "op": "add",
-                    "path": f"/metadata/labels/{_escape(CAPACITY_LABEL)}",
-                    "value": capacity,
-                }
-            )
+        ops = bodies.admission_patch(gates, has_labels, capacity)
         await self._discard(
             f"Pod {namespace}/{name}: remove gate",
             self.core.patch_namespaced_pod(
@@ -297,11 +220,10 @@ class Kube:
         )
 
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        response = await self._call(
+        data: dict[str, Any] = await self._read(
             f"Pod {namespace}/{name}: read",
             self.core.read_namespaced_pod(name, namespace, _preload_content=False),
         )
-        data: dict[str, Any] = json.loads(await response.read())
         return data
 
     async def label_pod(self, namespace: str, name: str, capacity: str) -> None:
@@ -315,11 +237,7 @@ class Kube:
 
     async def evict(self, namespace: str, name: str) -> None:
         """The Eviction API (PodDisruptionBudgets hold); a refusal raises KubeError(429)."""
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
-        }
+        body = bodies.eviction(namespace, name)
         await self._discard(
             f"Pod {namespace}/{name}: evict",
             self.core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False),
@@ -336,31 +254,16 @@ class Kube:
         warning: bool = False,
     ) -> None:
         """A core/v1 Event on the pod (kubectl describe pod shows it)."""
-        now = _now()
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{name}.{uuid.uuid4().hex[:16]}",
-                "namespace": namespace,
-            },
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": namespace,
-                "name": name,
-                **({"uid": uid} if uid else {}),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": COMPONENT},
-            "reportingComponent": f"{GROUP}/operator",
-            "reportingInstance": COMPONENT,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        body = bodies.pod_event(
+            namespace,
+            name,
+            event_name=f"{name}.{uuid.uuid4().hex[:16]}",
+            uid=uid,
+            reason=reason,
+            message=message,
+            warning=warning,
+            now=datetime.now(UTC),
+        )
         await self._discard(
             f"Pod {namespace}/{name}: event {reason}",
             self.core.create_namespaced_event(namespace, body, _preload_content=False),
@@ -368,7 +271,7 @@ class Kube:
 
     # ------------------------------------------------------------ quota objects
 
-    async def patch_node(
+    async def patch_quota_object(
         self,
         kind: str,
         namespace: str | None,
@@ -408,16 +311,11 @@ class Kube:
     # ------------------------------------------------------------ leader lease
 
     async def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            response = await self._call(
-                f"Lease {namespace}/{name}: read",
-                self.coordination.read_namespaced_lease(name, namespace, _preload_content=False),
-            )
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        data: dict[str, Any] = json.loads(await response.read())
+        data: dict[str, Any] | None = await self._read(
+            f"Lease {namespace}/{name}: read",
+            self.coordination.read_namespaced_lease(name, namespace, _preload_content=False),
+            missing_ok=True,
+        )
         return data
 
     async def write_lease(self, namespace: str, lease: Mapping[str, Any], create: bool) -> None:
@@ -432,3 +330,58 @@ class Kube:
                 name, namespace, dict(lease), _preload_content=False
             )
         await self._discard(f"Lease {namespace}/{name}: write", call)
+
+    # ------------------------------------------------------------ for the webhooks
+
+    async def whoami(self) -> str:
+        """The user name the API server sees for this process's credentials."""
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        data = await self._read(
+            "SelfSubjectReview: create",
+            self.authentication.create_self_subject_review(review, _preload_content=False),
+        )
+        return str(data["status"]["userInfo"]["username"])
+
+    async def namespace_deleting(self, name: str) -> bool:
+        """True when namespace `name` has a deletionTimestamp, or is already gone."""
+        data = await self._read(
+            f"Namespace {name}: read",
+            self.core.read_namespace(name, _preload_content=False),
+            missing_ok=True,
+        )
+        return data is None or bool((data.get("metadata") or {}).get("deletionTimestamp"))
+
+    async def apply_webhook_configurations(
+        self, mutating: Mapping[str, Any], validating: Mapping[str, Any]
+    ) -> None:
+        """Create or replace both webhook configurations (the objects named in the bodies)."""
+        api = self.admission
+        pairs: list[tuple[Mapping[str, Any], Any, Any, Any]] = [
+            (
+                mutating,
+                api.read_mutating_webhook_configuration,
+                api.create_mutating_webhook_configuration,
+                api.replace_mutating_webhook_configuration,
+            ),
+            (
+                validating,
+                api.read_validating_webhook_configuration,
+                api.create_validating_webhook_configuration,
+                api.replace_validating_webhook_configuration,
+            ),
+        ]
+        for body, read, create, replace in pairs:
+            name = body["metadata"]["name"]
+            what = f"{body['kind']} {name}"
+            current = await self._read(
+                f"{what}: read", read(name, _preload_content=False), missing_ok=True
+            )
+            if current is None:
+                await self._discard(f"{what}: create", create(dict(body), _preload_content=False))
+                continue
+            metadata = {
+                **body["metadata"],
+                "resourceVersion": current["metadata"]["resourceVersion"],
+            }
+            updated = {**body, "metadata": metadata}
+            await self._discard(f"{what}: replace", replace(name, updated, _preload_content=False))

@@ -1,7 +1,8 @@
 """The operator's settings, from command-line-free environment variables (QUOTREE_*).
 
-One object, read once at start-up and kept in Kopf's `memo.config`; the
-webhooks read the same object, so both shells agree on namespaces and ports.
+One object, read once at start-up by the entry point (quotree_main), which also builds the
+webhooks' own `WebhookSettings` from it, so both shells agree on namespaces and ports
+without the webhooks importing the operator.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from quotree import resolution
 
 __all__ = ["OperatorConfig"]
 
@@ -81,5 +84,5 @@ class OperatorConfig:
 
     @property
     def never_gated(self) -> frozenset[str]:
-        """Namespaces whose pods quotree never touches (besides Kubernetes' own)."""
-        return frozenset((self.namespace, *self.system_namespaces))
+        """Namespaces whose pods quotree never touches (the engine's rule, with ours)."""
+        return resolution.never_gated(self.namespace, self.system_namespaces)

@@ -15,17 +15,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from quotree_operator.client import Kube, KubeError
+from quotree_operator.client import KubeError
 
-__all__ = ["LeaderLease"]
+__all__ = ["LEASE_NAME", "LeaderLease", "LeaseApi", "next_lease"]
 
 logger = logging.getLogger("quotree.operator")
 
 LEASE_NAME = "quotree-operator"
+
+
+class LeaseApi(Protocol):
+    """The two calls the lease needs (client.Kube has them; tests use a fake)."""
+
+    async def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def write_lease(self, namespace: str, lease: Mapping[str, Any], create: bool) -> None: ...
 
 
 def _micro(moment: datetime) -> str:
@@ -38,22 +46,73 @@ def _parse(text: str | None) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def next_lease(
+    lease: Mapping[str, Any] | None,
+    *,
+    namespace: str,
+    identity: str,
+    duration: int,
+    now: datetime,
+) -> dict[str, Any] | None:
+    """The Lease to write to take or renew it, or None while another holder's is valid.
+
+    A lease that is missing, free, ours, or not renewed within its duration is ours to
+    write. Taking it from someone else counts one more transition and restarts
+    acquireTime; renewing our own keeps both. The resourceVersion read is sent back, so a
+    concurrent writer makes the write fail (409) instead of both winning.
+    """
+    spec: Mapping[str, Any] = (lease or {}).get("spec") or {}
+    holder = spec.get("holderIdentity")
+    expired = (
+        _parse(spec.get("renewTime")) + int(spec.get("leaseDurationSeconds") or duration)
+        < now.timestamp()
+    )
+    if lease is not None and holder not in (None, "", identity) and not expired:
+        return None
+    ours = holder == identity
+    transitions = int(spec.get("leaseTransitions") or 0)
+    metadata: dict[str, Any] = {"name": LEASE_NAME, "namespace": namespace}
+    if lease is not None:
+        metadata["resourceVersion"] = lease["metadata"]["resourceVersion"]
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {
+            "holderIdentity": identity,
+            "leaseDurationSeconds": duration,
+            "acquireTime": spec.get("acquireTime") if ours else _micro(now),
+            "renewTime": _micro(now),
+            "leaseTransitions": transitions if ours else transitions + 1,
+        },
+    }
+
+
 class LeaderLease:
-    """Holds (or waits for) the Lease `quotree-operator` in the operator's namespace."""
+    """Holds (or waits for) the Lease `quotree-operator` in the operator's namespace.
+
+    `clock` (seconds, monotonic) and `wall` (the time written into the Lease) are
+    parameters so that tests drive the state machine with a fake clock.
+    """
 
     def __init__(
         self,
-        kube: Kube,
+        kube: LeaseApi,
         namespace: str,
         identity: str,
         on_change: Callable[[bool], None],
         duration: int = 15,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.kube = kube
         self.namespace = namespace
         self.identity = identity
         self.on_change = on_change
         self.duration = duration
+        self.clock = clock
+        self.wall = wall
         self.leading = False
         self._renewed = 0.0
 
@@ -70,54 +129,44 @@ class LeaderLease:
             self.on_change(leading)
 
     async def try_acquire(self) -> bool:
-        """One round: take or renew the lease if it is free, ours, or expired."""
-        now = datetime.now(UTC)
+        """One attempt: take or renew the lease if it is free, ours, or expired."""
         lease = await self.kube.read_lease(self.namespace, LEASE_NAME)
-        spec: dict[str, Any] = (lease or {}).get("spec") or {}
-        holder = spec.get("holderIdentity")
-        expired = (
-            _parse(spec.get("renewTime")) + int(spec.get("leaseDurationSeconds") or self.duration)
-            < now.timestamp()
+        body = next_lease(
+            lease,
+            namespace=self.namespace,
+            identity=self.identity,
+            duration=self.duration,
+            now=self.wall(),
         )
-        if lease is not None and holder not in (None, "", self.identity) and not expired:
+        if body is None:
             return False
-        transitions = int(spec.get("leaseTransitions") or 0)
-        new_spec = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": self.duration,
-            "acquireTime": spec.get("acquireTime") if holder == self.identity else _micro(now),
-            "renewTime": _micro(now),
-            "leaseTransitions": transitions if holder == self.identity else transitions + 1,
-        }
-        metadata: dict[str, Any] = {"name": LEASE_NAME, "namespace": self.namespace}
-        if lease is not None:
-            metadata["resourceVersion"] = lease["metadata"]["resourceVersion"]
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": metadata,
-            "spec": new_spec,
-        }
         await self.kube.write_lease(self.namespace, body, create=lease is None)
         return True
+
+    async def step(self) -> float:
+        """One round of the state machine; returns how long to wait before the next one.
+
+        A leader renews every third of the duration; one that could not renew for two
+        thirds of it stops acting, well before anyone else may take the lease over.
+        """
+        started = self.clock()
+        try:
+            won = await self.try_acquire()
+        except KubeError as exc:
+            if exc.status != 409:  # 409: someone else wrote first
+                logger.warning("leader lease: %s", exc)
+            won = False
+        if won:
+            self._renewed = started
+            self._set(True)
+        elif not self.leading or self.clock() - self._renewed > self.duration * 2 / 3:
+            self._set(False)
+        return self.duration / 3 if self.leading else 2
 
     async def run(self) -> None:
         """Keep trying (standby) or renewing (leader) until cancelled."""
         try:
             while True:
-                started = time.monotonic()
-                try:
-                    won = await self.try_acquire()
-                except KubeError as exc:
-                    if exc.status != 409:  # 409: someone else wrote first
-                        logger.warning("leader lease: %s", exc)
-                    won = False
-                if won:
-                    self._renewed = started
-                    self._set(True)
-                elif not self.leading or time.monotonic() - self._renewed > self.duration * 2 / 3:
-                    # Stop acting well before the lease could be taken over.
-                    self._set(False)
-                await asyncio.sleep(self.duration / 3 if self.leading else 2)
+                await asyncio.sleep(await self.step())
         finally:
             self._set(False)

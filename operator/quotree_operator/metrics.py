@@ -7,8 +7,7 @@
   (`quotree_min|max|request|runtime|used`, `quotree_pods`). The registry calls it at every
   scrape through `TreeCollector`, so the gauges are never stale and a node that is deleted
   disappears from the next scrape.
-- `serve(...)`: the aiohttp server: `/metrics` (Prometheus text format), `/` (the read-only
-  tree page, page.py) and `/api/tree` (the JSON the page polls).
+The server (`/metrics`, the tree page and its JSON) is in page.py.
 
 Cardinality is bounded by the tree: labels name nodes, resources, pod states, webhooks and
 eviction reasons, never pods. Amounts are in Kubernetes' base units as numbers: cpu in
@@ -23,10 +22,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from quotree.engine import Engine
@@ -38,9 +36,6 @@ __all__ = [
     "Metrics",
     "Sample",
     "TreeCollector",
-    "metrics_app",
-    "serve",
-    "start",
     "tree_samples",
     "value",
 ]
@@ -224,63 +219,3 @@ class Metrics:
 
 #: The operator's metrics (one per process; the webhook server reports into it too).
 METRICS = Metrics()
-
-
-def metrics_app(
-    metrics: Metrics, tree_json: Callable[[], Mapping[str, object]] | None = None
-) -> web.Application:
-    """`/metrics`, and with `tree_json` the page (`/`) and its data (`/api/tree`)."""
-
-    async def scrape(_: web.Request) -> web.Response:
-        body = metrics.exposition()
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    app = web.Application()
-    app.router.add_get("/metrics", scrape)
-    if tree_json is not None:
-        from quotree_operator.page import PAGE  # noqa: PLC0415 (keeps metrics importable alone)
-
-        async def page(_: web.Request) -> web.Response:
-            return web.Response(
-                text=PAGE,
-                content_type="text/html",
-                headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
-            )
-
-        async def data(_: web.Request) -> web.Response:
-            return web.json_response(tree_json(), headers={"Cache-Control": "no-store"})
-
-        app.router.add_get("/", page)
-        app.router.add_get("/api/tree", data)
-    return app
-
-
-async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
-    """Start serving `app`; the caller keeps the runner and calls `cleanup()` at exit."""
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    logger.info("metrics and the tree page at http://%s:%d/ (/metrics, /api/tree)", host, port)
-    return runner
-
-
-async def start(
-    host: str, port: int, tree_json: Callable[[], Mapping[str, object]]
-) -> web.AppRunner | None:
-    """Serve METRICS and the page; None when turned off (port 0) or the port is taken.
-
-    A metrics port that cannot be opened is logged, not fatal: admissions matter more.
-    """
-    if port == 0:
-        return None
-    try:
-        return await serve(metrics_app(METRICS, tree_json), host, port)
-    except OSError as exc:
-        logger.error(
-            "metrics: cannot listen on %s:%d (%s); running without metrics and the page",
-            host,
-            port,
-            exc.strerror or exc,
-        )
-        return None

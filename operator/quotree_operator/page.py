@@ -1,4 +1,7 @@
-"""The read-only tree page: `tree_json` (what `/api/tree` answers) and `PAGE` (the HTML).
+"""The metrics port's server: `/metrics`, the read-only tree page (`/`) and `/api/tree`.
+
+`tree_json` is what `/api/tree` answers, `PAGE` the HTML that polls it, `start` serves
+them with the metrics of metrics.py (the entry point calls it on every replica).
 
 The numbers are the ones the status writer writes (`status.desired`), so the page and
 `kubectl get eq,coh` agree. Nothing secret is in it (quota specs and status, pod names and
@@ -7,15 +10,22 @@ why they wait), and it offers no action: it is a GET-only view that polls `/api/
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from aiohttp import web
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
 from quotree.engine import Engine, PodState
 from quotree.quantity import is_unlimited
+from quotree_operator.metrics import METRICS, Metrics
 from quotree_operator.status import desired, quantities
 
-__all__ = ["MAX_PENDING", "PAGE", "tree_json"]
+__all__ = ["MAX_PENDING", "PAGE", "metrics_app", "serve", "start", "tree_json"]
+
+logger = logging.getLogger("quotree.operator")
 
 #: Pending pods listed on the page (the count is always exact).
 MAX_PENDING = 200
@@ -243,3 +253,63 @@ setInterval(refresh, 2000);
 </body>
 </html>
 """
+
+
+def metrics_app(
+    metrics: Metrics, data: Callable[[], Mapping[str, object]] | None = None
+) -> web.Application:
+    """`/metrics`, and with `data` (e.g. `tree_json`) the page (`/`) and `/api/tree`."""
+
+    async def scrape(_: web.Request) -> web.Response:
+        body = metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", scrape)
+    if data is not None:
+        source = data
+
+        async def page(_: web.Request) -> web.Response:
+            return web.Response(
+                text=PAGE,
+                content_type="text/html",
+                headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
+            )
+
+        async def api(_: web.Request) -> web.Response:
+            return web.json_response(source(), headers={"Cache-Control": "no-store"})
+
+        app.router.add_get("/", page)
+        app.router.add_get("/api/tree", api)
+    return app
+
+
+async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """Start serving `app`; the caller keeps the runner and calls `cleanup()` at exit."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    logger.info("metrics and the tree page at http://%s:%d/ (/metrics, /api/tree)", host, port)
+    return runner
+
+
+async def start(
+    host: str, port: int, data: Callable[[], Mapping[str, object]]
+) -> web.AppRunner | None:
+    """Serve METRICS and the page; None when turned off (port 0) or the port is taken.
+
+    A metrics port that cannot be opened is logged, not fatal: admissions matter more.
+    """
+    if port == 0:
+        return None
+    try:
+        return await serve(metrics_app(METRICS, data), host, port)
+    except OSError as exc:
+        logger.error(
+            "metrics: cannot listen on %s:%d (%s); running without metrics and the page",
+            host,
+            port,
+            exc.strerror or exc,
+        )
+        return None

@@ -1,7 +1,9 @@
 """What a Cohort's or ElasticQuota's status and annotations should say (pure, no I/O).
 
-The status writer compares `desired()` with what it last wrote and patches only the
-difference, so a burst of pod events becomes one status write per node.
+The status writer (status_writer.py) compares `desired()` with what it last wrote
+(`StatusMemory`) and patches only the difference, so a burst of pod events becomes one
+status write per quota object. Everything here is a function of the engine's view and the
+memory, so the condition transitions are unit-tested without a cluster.
 """
 
 from __future__ import annotations
@@ -14,8 +16,19 @@ from typing import Any
 from quotree.engine import Engine, NodeReport
 from quotree.quantity import format_quantity, is_unlimited
 
-__all__ = ["ANNOTATIONS", "Desired", "conditions", "desired", "quantities", "summary"]
+__all__ = [
+    "ANNOTATIONS",
+    "Desired",
+    "StatusMemory",
+    "conditions",
+    "desired",
+    "quantities",
+    "status_patch",
+    "summary",
+]
 
+#: The resource lists in status and annotations; `request` (the API's field name) shows the
+#: demand, as docs/design.md defines it.
 ANNOTATIONS = ("request", "runtime", "used")
 
 
@@ -25,7 +38,7 @@ def quantities(amounts: Mapping[str, int]) -> dict[str, str]:
 
 
 def summary(report: NodeReport, min_: Mapping[str, int], max_: Mapping[str, int]) -> str:
-    """One line per node for `kubectl get`: `cpu 3/10/5/20, nvidia.com/gpu 1/2/1/-`."""
+    """One line per tree node for `kubectl get`: `cpu 3/10/5/20, nvidia.com/gpu 1/2/1/-`."""
     resources = sorted(set(report.runtime) | set(min_) | set(max_))
     parts = []
     for r in resources:
@@ -40,17 +53,21 @@ def summary(report: NodeReport, min_: Mapping[str, int], max_: Mapping[str, int]
     return ", ".join(parts)
 
 
-def conditions(engine: Engine, name: str, bad_config: str | None) -> list[dict[str, str]]:
-    """Valid (own configuration) and Active (the node is part of the live tree)."""
+def conditions(engine: Engine, name: str, bad_spec: str | None) -> list[dict[str, str]]:
+    """Valid (own configuration) and Active (the tree node is part of the live tree).
+
+    `bad_spec` is why the object's spec could not be read at all (then it is not in the
+    engine's tree).
+    """
     problem = engine.tree.problems.get(name)
-    if bad_config is not None:
-        valid = {"status": "False", "reason": "InvalidSpec", "message": bad_config}
+    if bad_spec is not None:
+        valid = {"status": "False", "reason": "InvalidSpec", "message": bad_spec}
     elif problem is not None and problem.own:
         valid = {"status": "False", "reason": problem.reason, "message": problem.message}
     else:
         valid = {"status": "True", "reason": "Valid", "message": "the configuration is valid"}
-    if bad_config is not None:
-        active = {"status": "False", "reason": "InvalidSpec", "message": bad_config}
+    if bad_spec is not None:
+        active = {"status": "False", "reason": "InvalidSpec", "message": bad_spec}
     elif problem is not None:
         active = {"status": "False", "reason": problem.reason, "message": problem.message}
     else:
@@ -60,14 +77,14 @@ def conditions(engine: Engine, name: str, bad_config: str | None) -> list[dict[s
 
 @dataclass(frozen=True, slots=True)
 class Desired:
-    """status (without condition timestamps) and the three annotations of one node."""
+    """status (without condition timestamps) and the three annotations of one quota object."""
 
     status: dict[str, Any]
     annotations: dict[str, str] = field(default_factory=dict)
 
 
-def desired(engine: Engine, name: str, leaf: bool, bad_config: str | None = None) -> Desired:
-    """What node `name` should show now."""
+def desired(engine: Engine, name: str, is_quota: bool, bad_spec: str | None = None) -> Desired:
+    """What the Cohort or ElasticQuota (`is_quota`) named `name` should show now."""
     report = engine.report(name)
     config = engine.tree.config(name)
     lists = {
@@ -78,9 +95,9 @@ def desired(engine: Engine, name: str, leaf: bool, bad_config: str | None = None
     status: dict[str, Any] = {
         **lists,
         "summary": summary(report, config.min if config else {}, config.max if config else {}),
-        "conditions": conditions(engine, name, bad_config),
+        "conditions": conditions(engine, name, bad_spec),
     }
-    if leaf:
+    if is_quota:
         status["admittedPods"] = report.admitted_pods
         status["pendingPods"] = report.pending_pods
     annotations = {
@@ -115,3 +132,51 @@ def status_patch(
         stamped.append({**condition, "lastTransitionTime": stamp or now})
     patch["conditions"] = stamped
     return patch
+
+
+@dataclass(slots=True)
+class StatusMemory:
+    """What the status writer last wrote on each quota object (or found there at start-up).
+
+    Condition timestamps are kept apart (`times`), so that `Desired` values compare equal
+    when nothing but the time would change.
+    """
+
+    written: dict[str, Desired] = field(default_factory=dict)
+    #: name -> condition type -> lastTransitionTime last written
+    times: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def remember_object(self, name: str, body: Mapping[str, Any]) -> None:
+        """Start from what the object already shows, so a restart rewrites nothing unchanged."""
+        if name in self.written or not body.get("status"):
+            return
+        status = dict(body.get("status") or {})
+        found = status.get("conditions") or []
+        self.times[name] = {
+            c["type"]: c.get("lastTransitionTime", "") for c in found if "type" in c
+        }
+        status["conditions"] = [
+            {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in found
+        ]
+        annotations = dict((body.get("metadata") or {}).get("annotations") or {})
+        self.written[name] = Desired(
+            status, {k: v for k, v in annotations.items() if k.startswith("quotree.io/")}
+        )
+
+    def forget(self, name: str) -> None:
+        self.written.pop(name, None)
+
+    def changes(
+        self, name: str, new: Desired, now: str
+    ) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
+        """(status patch, annotations) to write for `new`; None for what is unchanged."""
+        old = self.written.get(name)
+        patch = status_patch(new, old, self.times.get(name, {}), now)
+        same = old is not None and old.annotations == new.annotations
+        return patch, None if same else new.annotations
+
+    def wrote(self, name: str, new: Desired, patch: Mapping[str, Any] | None) -> None:
+        """`new` (with `patch`, when there was one) is now on the object."""
+        self.written[name] = new
+        if patch is not None:
+            self.times[name] = {c["type"]: c["lastTransitionTime"] for c in patch["conditions"]}

@@ -1,9 +1,9 @@
-"""Run the real operator (``kopf run -m quotree_operator.main``) as a process in e2e tests.
+"""Run the real operator (``kopf run -m quotree_main``) as a process in e2e tests.
 
 API (shared by the operator and webhook e2e tests):
 
 - ``start_operator(env=None, log_name="operator", ready=READY_LINE, timeout=90)`` starts
-  ``.venv/bin/kopf run --all-namespaces -m quotree_operator.main`` with ``KUBECONFIG`` of the
+  ``.venv/bin/kopf run --all-namespaces -m quotree_main`` with ``KUBECONFIG`` of the
   local control plane, logging to ``cluster.LOG_DIR/<log_name>.log``, and waits until the log
   shows ``ready`` (default: the operator took the leader Lease, i.e. it has loaded the cluster
   and acts). ``env`` adds or overrides environment variables (``QUOTREE_*``, see
@@ -107,7 +107,7 @@ def start_operator(
                 "--all-namespaces",
                 "--standalone",
                 "-m",
-                "quotree_operator.main",
+                "quotree_main",
             ],
             cwd=cluster.REPO_ROOT,
             env=full_env,

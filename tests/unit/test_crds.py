@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import yaml
-from quotree_operator import crds
 
 from quotree.models import CohortSpec, ElasticQuotaSpec, PreemptionSpec
+from quotree_operator import crds
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "quotree.yaml"
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
-from quotree_operator.metrics import Metrics, metrics_app, tree_samples
-from quotree_operator.page import tree_json
 
 from quotree.simulate import simulate, to_json
+from quotree_operator.metrics import Metrics, tree_samples
+from quotree_operator.page import metrics_app, tree_json
 
 TREE = """
 apiVersion: v1
@@ -162,6 +162,7 @@ async def test_the_server_answers_metrics_page_and_json(tmp_path: Path) -> None:
 
 def test_webhook_answers_that_count_as_errors() -> None:
     from aiohttp import web  # noqa: PLC0415
+
     from quotree_webhooks.server import _is_error  # noqa: PLC0415
 
     def review(code: int | None) -> web.Response:

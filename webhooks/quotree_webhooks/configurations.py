@@ -6,10 +6,10 @@ fixed 30 s timeout, no `namespaceSelector` and no `matchConditions`, and
 are rewritten whenever Kopf rescans the cluster. Choices (docs/webhooks.md):
 
 - pods, CREATE (mutating) and UPDATE (validating): `failurePolicy: Fail`,
-  a 5 s timeout, and a `namespaceSelector` that leaves out kube-system,
-  kube-public, kube-node-lease, the operator's namespace and the configured
-  system namespaces, so a stopped operator never blocks its own restart or
-  the cluster's own pods. The UPDATE webhook is only called when a
+  a 5 s timeout, and a `namespaceSelector` that leaves out the never-gated
+  namespaces (kube-system, kube-public, kube-node-lease, the operator's
+  namespace and the configured system namespaces), so a stopped operator
+  never blocks its own restart or the cluster's own pods. The UPDATE webhook is only called when a
   `quotree.io/*` label changes or the `quotree.io/admission` gate goes away,
   and never for the operator's own requests (`matchConditions`).
 - Cohorts and ElasticQuotas, CREATE/UPDATE/DELETE: `failurePolicy: Fail`
@@ -24,7 +24,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from quotree import ADMISSION_GATE
-from quotree.engine import DEFAULT_SYSTEM_NAMESPACES
 
 __all__ = [
     "COHORTS_VALIDATE",
@@ -34,7 +33,6 @@ __all__ = [
     "PODS_VALIDATE",
     "TIMEOUT_SECONDS",
     "build_configurations",
-    "excluded_namespaces",
 ]
 
 #: Name of both configuration objects.
@@ -64,13 +62,6 @@ _GATE_REMOVED = (
     " && !(has(object.spec.schedulingGates)"
     f" && object.spec.schedulingGates.exists(g, g.name == '{ADMISSION_GATE}'))"
 )
-
-
-def excluded_namespaces(
-    operator_namespace: str, system_namespaces: Iterable[str] = ()
-) -> list[str]:
-    """Namespaces the pod webhooks are never called for."""
-    return sorted({*DEFAULT_SYSTEM_NAMESPACES, operator_namespace, *system_namespaces})
 
 
 def _client_config(base: dict[str, Any], handler_id: str) -> dict[str, Any]:
@@ -114,20 +105,20 @@ def _webhook(
 def build_configurations(
     client_config: dict[str, Any],
     *,
-    operator_namespace: str,
-    system_namespaces: Iterable[str] = (),
+    never_gated: Iterable[str],
     operator_username: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) for `client_config`.
 
-    `client_config` is `{"url": ...}` or `{"service": {...}}`, plus `caBundle`.
+    `client_config` is `{"url": ...}` or `{"service": {...}}`, plus `caBundle`; the pod
+    webhooks are never called for the `never_gated` namespaces.
     """
     selector = {
         "matchExpressions": [
             {
                 "key": "kubernetes.io/metadata.name",
                 "operator": "NotIn",
-                "values": excluded_namespaces(operator_namespace, system_namespaces),
+                "values": sorted(set(never_gated)),
             }
         ]
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -183,14 +183,15 @@ class PodMutation:
 
 
 def review_pod_create(
-    engine: Engine, pod: Mapping[str, Any], namespace: str, never_gated: Iterable[str] = ()
+    engine: Engine, pod: Mapping[str, Any], namespace: str, never_gated: Collection[str] = ()
 ) -> PodMutation:
-    """Which quota a new pod is charged to (api.md, "Pods"), as label and gate changes.
+    """Which quota a new pod is charged to (docs/webhooks.md), as label and gate changes.
 
-    Pods in system namespaces, the operator's namespace and `never_gated` are
-    left alone; so are pods no quota covers (unless there is a default quota).
+    Pods in the `never_gated` namespaces (the set `quotree.resolution.never_gated` makes)
+    are left alone; so are pods no quota covers (unless there is a default quota), and
+    the engine's own never-gated namespaces, which `Engine.resolve` charges to no quota.
     """
-    if namespace in engine.system_namespaces or namespace in set(never_gated):
+    if namespace in never_gated:
         return PodMutation()
     labels = _labels(pod)
     resolution = engine.resolve(namespace, labels)
@@ -207,7 +208,7 @@ def review_pod_create(
     raw_gates = spec.get("schedulingGates")
     existing = [dict(g) for g in raw_gates if isinstance(g, Mapping)] if raw_gates else []
     gates: list[dict[str, Any]] | None = None
-    # A pod bound to a node at creation cannot carry gates (the API refuses them);
+    # A pod bound to a cluster node at creation cannot carry gates (the API refuses them);
     # the operator counts it as admitted.
     if not spec.get("nodeName") and not any(g.get("name") == ADMISSION_GATE for g in existing):
         gates = [*existing, {"name": ADMISSION_GATE}]

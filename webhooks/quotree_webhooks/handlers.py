@@ -1,7 +1,8 @@
 """Kopf admission handlers: read the request, ask `decisions`, answer. Registered at import.
 
-The operator imports this module; Kopf serves each handler at
-https://HOST:PORT/<handler id> (ids in `configurations`). Every handler is
+The entry point (quotree_main) imports this module when the webhooks are on; Kopf
+serves each handler at https://HOST:PORT/<handler id> (ids in `configurations`). What
+the handlers read is one `WebhookState` (settings.py) on Kopf's memo. Every handler is
 async so that it reads the engine on the event loop, between the
 operator's own updates, never while one is half done. None of them changes
 the engine: the operator learns of accepted objects by watching them, so a
@@ -14,15 +15,12 @@ message, so a user never sees a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
-from quotree import Engine
-from quotree.engine import DEFAULT_SYSTEM_NAMESPACES
 from quotree_webhooks import decisions
 from quotree_webhooks.configurations import (
     COHORTS_VALIDATE,
@@ -30,7 +28,7 @@ from quotree_webhooks.configurations import (
     PODS_MUTATE,
     PODS_VALIDATE,
 )
-from quotree_webhooks.server import RUNTIME
+from quotree_webhooks.settings import WebhookState, state_from_memo
 
 __all__ = [
     "NAMESPACE_CONTROLLER",
@@ -44,8 +42,6 @@ logger = logging.getLogger("quotree.webhooks")
 
 #: Who deletes a namespace's objects when the namespace is deleted.
 NAMESPACE_CONTROLLER = "system:serviceaccount:kube-system:namespace-controller"
-#: How long a request may wait for the operator's first full view of the tree.
-READY_WAIT = 3.0
 DENIED = 403
 
 
@@ -53,30 +49,17 @@ class _NotReady(Exception):
     pass
 
 
-async def _engine(memo: Any) -> Engine:
-    """The operator's engine, once it has loaded the whole tree.
+def _state(memo: object) -> WebhookState:
+    """The webhooks' state, or _NotReady when the entry point has not made it yet.
 
-    The operator sets `memo.ready` (an asyncio.Event or a bool) after its
-    first full listing; until then the tree is partial and answers from it
-    would be wrong, so requests wait a little and are then refused.
+    The entry point makes it after the operator has loaded the whole tree (Kopf starts
+    the webhook server after the start-up handlers); answers from a partial tree would
+    be wrong, so a request without it is refused with "retry".
     """
-    engine = getattr(memo, "engine", None)
-    if not isinstance(engine, Engine):
+    state = state_from_memo(memo)
+    if state is None:
         raise _NotReady
-    ready = getattr(memo, "ready", True)
-    if isinstance(ready, asyncio.Event):
-        try:
-            await asyncio.wait_for(ready.wait(), READY_WAIT)
-        except TimeoutError:
-            raise _NotReady from None
-    elif not ready:
-        raise _NotReady
-    return engine
-
-
-def _never_gated(memo: Any) -> frozenset[str]:
-    config = getattr(memo, "config", None)
-    return frozenset(getattr(config, "never_gated", ()) or ())
+    return state
 
 
 def _plain(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -104,49 +87,47 @@ async def _guard(what: str, call: Any) -> Any:
         ) from None
 
 
-async def _namespace_deleting(namespace: str, username: str) -> bool:
+async def _namespace_deleting(state: WebhookState, namespace: str, username: str) -> bool:
     """Rule 7's exception: is the ElasticQuota's namespace being deleted?
 
     Asked of the API (the Namespace's deletionTimestamp); if the API cannot
     tell, a request from the namespace controller counts as a yes, since it
     only deletes what is in a namespace being deleted.
     """
-    if RUNTIME.kube is not None:
+    if state.api is not None:
         try:
-            return await RUNTIME.kube.namespace_deleting(namespace)
+            return await state.api.namespace_deleting(namespace)
         except Exception as exc:
             logger.warning("webhooks: cannot read namespace %s: %s", namespace, exc)
     return username == NAMESPACE_CONTROLLER
 
 
-async def _validate_node(
+async def _validate_quota_object(
     operation: str,
     *,
     new: Mapping[str, Any] | None,
     old: Mapping[str, Any] | None,
     userinfo: Mapping[str, Any],
     warnings: list[str],
-    memo: Any,
+    memo: object,
     dry_run: bool = False,
 ) -> None:
-    engine = await _engine(memo)
+    state = _state(memo)
+    engine = state.engine
     new_body, old_body = _plain(new), _plain(old)
     namespace_deleting = False
     if operation == "DELETE" and old_body is not None:
         kind, name, namespace = decisions.node_identity(old_body)
         if kind == "ElasticQuota" and namespace and engine.admitted_count(name) > 0:
             username = str(userinfo.get("username", ""))
-            namespace_deleting = await _namespace_deleting(namespace, username)
-    recent = getattr(memo, "recently_allowed", None)
-    if recent is None and memo is not None:
-        recent = memo.recently_allowed = decisions.RecentlyAllowed()
+            namespace_deleting = await _namespace_deleting(state, namespace, username)
     verdict = decisions.review_node(
         engine,
         operation,
         new_body,
         old_body,
         namespace_deleting=namespace_deleting,
-        recent=recent,
+        recent=state.recently_allowed,
         dry_run=dry_run,
     )
     warnings.extend(verdict.warnings)
@@ -163,7 +144,7 @@ async def _validate(kwargs: Mapping[str, Any]) -> None:
     operation = str(kwargs.get("operation") or "")
     await _guard(
         _what(kwargs["body"], operation),
-        _validate_node(
+        _validate_quota_object(
             operation,
             new=kwargs.get("new"),
             old=kwargs.get("old"),
@@ -183,7 +164,7 @@ async def _validate(kwargs: Mapping[str, Any]) -> None:
     operations=["CREATE", "UPDATE", "DELETE"],
 )
 async def validate_cohort(**kwargs: Any) -> None:
-    """Configuration rules for a Cohort (semantics.md); dry-run answered the same."""
+    """Configuration rules for a Cohort (docs/webhooks.md); dry-run answered the same."""
     await _validate(kwargs)
 
 
@@ -195,19 +176,17 @@ async def validate_cohort(**kwargs: Any) -> None:
     operations=["CREATE", "UPDATE", "DELETE"],
 )
 async def validate_elasticquota(**kwargs: Any) -> None:
-    """Configuration rules for an ElasticQuota (semantics.md); dry-run answered the same."""
+    """Configuration rules for an ElasticQuota (docs/webhooks.md); dry-run answered the same."""
     await _validate(kwargs)
 
 
-async def _mutate(body: Mapping[str, Any], patch: Any, memo: Any) -> None:
+async def _mutate(body: Mapping[str, Any], patch: Any, memo: object) -> None:
     namespace = str((body.get("metadata") or {}).get("namespace") or "")
     if not namespace:
         return  # the API server fills it in before admission; nothing to decide without it
-    never = _never_gated(memo)
-    if namespace in never or namespace in DEFAULT_SYSTEM_NAMESPACES:
-        return  # before asking for the engine: these pods never wait for quotree
-    engine = await _engine(memo)
-    mutation = decisions.review_pod_create(engine, body, namespace, never)
+    state = _state(memo)
+    never = state.settings.never_gated
+    mutation = decisions.review_pod_create(state.engine, body, namespace, never)
     if mutation.denied is not None:
         raise kopf.AdmissionError(mutation.denied, code=DENIED)
     for key, value in mutation.labels.items():
@@ -224,13 +203,15 @@ async def mutate_pod(**kwargs: Any) -> None:
 
 
 async def _check_update(
-    old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, userinfo: Mapping[str, Any]
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any] | None,
+    userinfo: Mapping[str, Any],
+    memo: object,
 ) -> None:
     if old is None or new is None:
         return
-    reason = decisions.review_pod_update(
-        old, new, str(userinfo.get("username", "")), RUNTIME.trusted_users
-    )
+    trusted = _state(memo).trusted_users
+    reason = decisions.review_pod_update(old, new, str(userinfo.get("username", "")), trusted)
     if reason is not None:
         raise kopf.AdmissionError(reason, code=DENIED)
 
@@ -240,5 +221,7 @@ async def validate_pod_update(**kwargs: Any) -> None:
     """Only the operator may change a pod's quotree.io/* labels or remove its gate."""
     await _guard(
         decisions.describe_pod(kwargs["body"]),
-        _check_update(kwargs.get("old"), kwargs.get("new"), kwargs.get("userinfo") or {}),
+        _check_update(
+            kwargs.get("old"), kwargs.get("new"), kwargs.get("userinfo") or {}, kwargs.get("memo")
+        ),
     )

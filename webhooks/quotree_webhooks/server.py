@@ -1,16 +1,17 @@
 """The webhook server: quotree's certificates, Kopf's HTTPS server, our webhook configurations.
 
-The operator calls `configure(settings, config)` from its start-up handler.
-From then on Kopf runs `QuotreeWebhookServer`, which:
+The entry point (quotree_main) calls `configure(settings, state)` from its start-up
+handler. From then on Kopf runs `QuotreeWebhookServer`, which:
 
-1. connects to the API and learns the operator's own user name (the pod
-   UPDATE webhook lets only that user change quotree's labels and gate);
+1. learns the operator's own user name through the shared API client
+   (`state.api`): the pod UPDATE webhook lets only that user change quotree's
+   labels and gate;
 2. serves HTTPS with the certificate `tls.ensure_pki` made, and checks every
    hour whether it is due for renewal (Kopf notices the new files and
    restarts its listener with them);
 3. each time the listener (re)starts, writes the Mutating- and
    ValidatingWebhookConfiguration `quotree.io` (see `configurations`) with
-   the CA bundle and a URL, or a Service when `config.webhook_service` is set.
+   the CA bundle and a URL, or a Service when `settings.service` is set.
 
 The configurations are left in place when the operator stops, on purpose:
 pod creation in managed namespaces then fails fast (docs/webhooks.md).
@@ -25,14 +26,11 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp.web
 import kopf
-from quotree_operator.config import OperatorConfig
-from quotree_operator.metrics import METRICS
 
 from quotree_webhooks import tls
 from quotree_webhooks.configurations import (
@@ -42,9 +40,9 @@ from quotree_webhooks.configurations import (
     PODS_VALIDATE,
     build_configurations,
 )
-from quotree_webhooks.kube import KubeApi
+from quotree_webhooks.settings import WebhookApi, WebhookSettings, WebhookState
 
-__all__ = ["RUNTIME", "QuotreeWebhookServer", "WebhookRuntime", "configure", "serving_hosts"]
+__all__ = ["QuotreeWebhookServer", "configure", "serving_hosts"]
 
 logger = logging.getLogger("quotree.webhooks")
 
@@ -73,29 +71,17 @@ def _is_error(response: aiohttp.web.StreamResponse) -> bool:
     return isinstance(code, int) and (code == 400 or code >= 500)
 
 
-@dataclass
-class WebhookRuntime:
-    """What the handlers need besides `memo`: the API client and who the operator is."""
-
-    kube: KubeApi | None = None
-    trusted_users: frozenset[str] = field(default_factory=frozenset)
-
-
-#: Filled in by the server when it starts; read by the handlers.
-RUNTIME = WebhookRuntime()
-
-
-def serving_hosts(config: OperatorConfig) -> list[str]:
+def serving_hosts(settings: WebhookSettings) -> list[str]:
     """Names the serving certificate must carry."""
-    if config.webhook_service:
-        namespace, _, name = config.webhook_service.partition("/")
+    if settings.service:
+        namespace, _, name = settings.service.partition("/")
         return [
             f"{name}.{namespace}.svc",
             f"{name}.{namespace}.svc.cluster.local",
             f"{name}.{namespace}",
             name,
         ]
-    host = config.webhook_host
+    host = settings.host
     try:
         if ipaddress.ip_address(host).is_unspecified:
             host = "127.0.0.1"
@@ -127,19 +113,23 @@ async def _retry(what: str, call: Any, *args: Any) -> Any:
 class QuotreeWebhookServer(kopf.WebhookServer):
     """Kopf's aiohttp server, plus our certificates and webhook configurations."""
 
-    def __init__(self, *, config: OperatorConfig, pki: tls.Pki) -> None:
+    def __init__(self, *, state: WebhookState, api: WebhookApi, pki: tls.Pki) -> None:
+        settings = state.settings
         super().__init__(
-            addr=config.webhook_host,
-            port=config.webhook_port,
+            addr=settings.host,
+            port=settings.port,
             certfile=str(pki.cert),
             pkeyfile=str(pki.key),
             cafile=str(pki.ca_cert),
         )
-        self.config = config
+        self.state = state
+        self.settings = settings
+        self.api = api
 
-    @staticmethod
-    async def _serve(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
-        """`_answer`, timed for `quotree_webhook_duration_seconds` (and errors counted)."""
+    async def _serve(  # type: ignore[override]  # Kopf calls it as self._serve(fn, request)
+        self, fn: Any, request: aiohttp.web.Request
+    ) -> aiohttp.web.Response:
+        """`_answer`, timed and reported to `state.on_answer` (the metrics) when set."""
         started = time.perf_counter()
         error = True
         try:
@@ -147,10 +137,10 @@ class QuotreeWebhookServer(kopf.WebhookServer):
             error = _is_error(response)
             return response
         finally:
-            path = request.path.strip("/")
-            METRICS.webhook(
-                path if path in WEBHOOKS else "other", time.perf_counter() - started, error
-            )
+            report = self.state.on_answer
+            if report is not None:
+                path = request.path.strip("/")
+                report(path if path in WEBHOOKS else "other", time.perf_counter() - started, error)
 
     @staticmethod
     async def _answer(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
@@ -188,18 +178,18 @@ class QuotreeWebhookServer(kopf.WebhookServer):
 
     def _client_config(self, from_kopf: dict[str, Any]) -> dict[str, Any]:
         ca_bundle = base64.b64encode(Path(str(self.cafile)).read_bytes()).decode()
-        if self.config.webhook_service:
-            namespace, _, name = self.config.webhook_service.partition("/")
+        if self.settings.service:
+            namespace, _, name = self.settings.service.partition("/")
             service = {"namespace": namespace, "name": name, "port": SERVICE_PORT}
             return {"service": service, "caBundle": ca_bundle}
         return {"url": from_kopf["url"], "caBundle": ca_bundle}
 
     async def _renew_forever(self) -> None:
-        hosts = serving_hosts(self.config)
+        hosts = serving_hosts(self.settings)
         while True:
             await asyncio.sleep(RENEW_CHECK_INTERVAL)
             try:
-                pki = await asyncio.to_thread(tls.ensure_pki, self.config.cert_dir, hosts)
+                pki = await asyncio.to_thread(tls.ensure_pki, self.settings.cert_dir, hosts)
             except OSError as exc:
                 logger.error("webhooks: cannot renew the serving certificate: %s", exc)
                 continue
@@ -207,10 +197,8 @@ class QuotreeWebhookServer(kopf.WebhookServer):
                 logger.info("webhooks: renewed the serving certificate in %s", pki.cert.parent)
 
     async def __call__(self, fn: Any) -> AsyncIterator[Any]:
-        kube = await _retry("connecting to the API", KubeApi.connect)
-        username = await _retry("asking the API who the operator is", kube.whoami)
-        RUNTIME.kube = kube
-        RUNTIME.trusted_users = frozenset({username})
+        username = await _retry("asking the API who the operator is", self.api.whoami)
+        self.state.trusted_users = frozenset({username})
         logger.info(
             "webhooks: the operator is %s; only it may change quotree's pod labels", username
         )
@@ -220,13 +208,12 @@ class QuotreeWebhookServer(kopf.WebhookServer):
                 client_config = self._client_config(dict(from_kopf))
                 mutating, validating = build_configurations(
                     client_config,
-                    operator_namespace=self.config.namespace,
-                    system_namespaces=self.config.system_namespaces,
+                    never_gated=self.settings.never_gated,
                     operator_username=username,
                 )
                 await _retry(
                     "writing the webhook configurations",
-                    kube.apply_webhook_configurations,
+                    self.api.apply_webhook_configurations,
                     mutating,
                     validating,
                 )
@@ -235,15 +222,17 @@ class QuotreeWebhookServer(kopf.WebhookServer):
                 yield from_kopf
         finally:
             renewer.cancel()
-            RUNTIME.kube = None
-            await kube.close()
 
 
-def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
-    """Make or renew the certificates and give Kopf our server (called at operator start-up)."""
-    pki = tls.ensure_pki(config.cert_dir, serving_hosts(config))
+def configure(settings: kopf.OperatorSettings, state: WebhookState, api: WebhookApi) -> None:
+    """Make or renew the certificates and give Kopf our server (called at operator start-up).
+
+    `api` is also kept in `state.api`, for the handlers (rule 7's namespace check).
+    """
+    pki = tls.ensure_pki(state.settings.cert_dir, serving_hosts(state.settings))
     if pki.renewed:
         logger.info("webhooks: wrote a new serving certificate to %s", pki.cert.parent)
-    settings.admission.server = QuotreeWebhookServer(config=config, pki=pki)
+    state.api = api
+    settings.admission.server = QuotreeWebhookServer(state=state, api=api, pki=pki)
     # We write the configurations ourselves (see `configurations`); Kopf must not.
     settings.admission.managed = None

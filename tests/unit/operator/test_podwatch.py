@@ -1,4 +1,4 @@
-"""The operator's plain pod watch (client.Kube.watch_pods) against a scripted API.
+"""The operator's plain pod watch (podwatch.PodWatch over client.Kube) against a scripted API.
 
 Resume from the list's resourceVersion, bookmarks move the version on, 410 Gone lists
 again (and hands the list over), a connection cut mid-stream resumes after the last event.
@@ -11,10 +11,12 @@ import json
 from typing import Any
 
 import pytest
-from quotree_operator import client as client_module
+
+from quotree_operator import podwatch
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
-from quotree_operator.shell import Shell
+from quotree_operator.controller import Controller
+from quotree_operator.podwatch import PodWatch
 
 
 class Stream:
@@ -78,7 +80,7 @@ class Core:
 async def test_watch_resumes_relists_on_410_and_reconnects(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(client_module, "WATCH_BACKOFF", (0.01, 0.02))
+    monkeypatch.setattr(podwatch, "WATCH_BACKOFF", (0.01, 0.02))
     whole = lines(
         event("ADDED", "p1", "6"),
         {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "7"}}},
@@ -98,17 +100,15 @@ async def test_watch_resumes_relists_on_410_and_reconnects(
     ]
     done = asyncio.Event()
     kube = Kube.__new__(Kube)
-    kube._pod_version = ""
     kube.core = Core(script, done)
     seen: list[tuple[str, bool]] = []
     relisted: list[list[str]] = []
-    task = asyncio.create_task(
-        kube.watch_pods(
-            "5",
-            lambda body, deleted: seen.append((body["metadata"]["name"], deleted)),
-            lambda bodies: relisted.append([b["metadata"]["name"] for b in bodies]),
-        )
+    watch = PodWatch(
+        kube,
+        lambda body, deleted: seen.append((body["metadata"]["name"], deleted)),
+        lambda bodies: relisted.append([b["metadata"]["name"] for b in bodies]),
     )
+    task = asyncio.create_task(watch.run("5"))
     await asyncio.wait_for(done.wait(), timeout=5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -134,10 +134,10 @@ def test_relist_forgets_pods_deleted_while_the_watch_was_away() -> None:
             "status": {"phase": "Pending"},
         }
 
-    shell = Shell(OperatorConfig.from_env(), kube=None)  # type: ignore[arg-type]
+    inputs = Controller(OperatorConfig.from_env(), kube=None).inputs  # type: ignore[arg-type]
     for name in ("kept", "gone"):
-        shell.observe_pod(pod(name), deleted=False)
-    assert set(shell.engine.pods) == {"team/kept", "team/gone"}
-    shell.relist_pods([pod("kept"), pod("new")])
-    assert set(shell.engine.pods) == {"team/kept", "team/new"}
-    assert set(shell.pods) == {"team/kept", "team/new"}
+        inputs.observe_pod(pod(name), deleted=False)
+    assert set(inputs.engine.pods) == {"team/kept", "team/gone"}
+    inputs.relist_pods([pod("kept"), pod("new")])
+    assert set(inputs.engine.pods) == {"team/kept", "team/new"}
+    assert set(inputs.pods) == {"team/kept", "team/new"}

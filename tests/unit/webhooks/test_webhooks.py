@@ -6,8 +6,8 @@ a `warnings` list); the engine is a real `quotree.Engine` fed configurations.
 
 from __future__ import annotations
 
-import asyncio
 import copy
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,40 +15,14 @@ import kopf
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from quotree_operator.config import OperatorConfig
-from quotree_webhooks import configurations, decisions, handlers
-from quotree_webhooks.server import RUNTIME
 
 from quotree import ADMISSION_GATE, CAPACITY_LABEL, QUOTA_LABEL, Engine, PodFacts, parse_node
+from quotree.resolution import never_gated
+from quotree_webhooks import configurations, decisions, handlers
+from quotree_webhooks.settings import WebhookSettings, WebhookState
+from tests.unit.objects import cohort, engine_with, quota
 
 OPERATOR = "system:serviceaccount:quotree-system:quotree"
-
-
-def cohort(name: str, parent: str | None = None, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"parent": parent, **spec} if parent else dict(spec)
-    return {
-        "apiVersion": "quotree.io/v1alpha1",
-        "kind": "Cohort",
-        "metadata": {"name": name},
-        "spec": body,
-    }
-
-
-def quota(name: str, namespace: str, parent: str | None = None, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"parent": parent, **spec} if parent else dict(spec)
-    return {
-        "apiVersion": "quotree.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": body,
-    }
-
-
-def engine_with(*objects: dict[str, Any]) -> Engine:
-    engine = Engine()
-    for obj in objects:
-        engine.set_config(parse_node(obj))
-    return engine
 
 
 @pytest.fixture
@@ -320,8 +294,18 @@ def test_pod_gate_removal_only_by_operator() -> None:
 # ---------------------------------------------------------------- Kopf handlers
 
 
-def memo_for(engine: Engine | None, ready: Any = True) -> SimpleNamespace:
-    return SimpleNamespace(engine=engine, config=OperatorConfig(), ready=ready)
+SETTINGS = WebhookSettings(
+    never_gated=never_gated("quotree-system"),
+    host="127.0.0.1",
+    port=9443,
+    cert_dir=Path("/nowhere"),
+)
+
+
+def memo_for(engine: Engine | None, **state: Any) -> SimpleNamespace:
+    """Kopf's memo as the entry point fills it (no state at all before it has loaded)."""
+    webhooks = None if engine is None else WebhookState(engine, SETTINGS, **state)
+    return SimpleNamespace(quotree=SimpleNamespace(webhooks=webhooks))
 
 
 def node_kwargs(operation: str, new: Any, old: Any, memo: Any, **extra: Any) -> dict[str, Any]:
@@ -363,8 +347,9 @@ async def test_handler_warns_on_missing_parent_and_does_not_touch_the_engine(tre
 
 async def test_handler_delete_quota_namespace_controller_fallback(tree: Engine) -> None:
     admit_pod(tree, "ops", "web-1")
-    assert RUNTIME.kube is None  # no API: the requester's identity decides
-    kwargs = node_kwargs("DELETE", None, quota("ops", "ops"), memo_for(tree))
+    memo = memo_for(tree)
+    assert memo.quotree.webhooks.api is None  # no API: the requester's identity decides
+    kwargs = node_kwargs("DELETE", None, quota("ops", "ops"), memo)
     with pytest.raises(kopf.AdmissionError, match="1 admitted pods"):
         await handlers.validate_elasticquota(**kwargs)
     kwargs["userinfo"] = {"username": handlers.NAMESPACE_CONTROLLER}
@@ -372,21 +357,11 @@ async def test_handler_delete_quota_namespace_controller_fallback(tree: Engine) 
 
 
 async def test_handler_not_ready_refuses_politely(tree: Engine) -> None:
-    for memo in (memo_for(None), memo_for(tree, ready=False)):
+    for memo in (memo_for(None), SimpleNamespace()):
         kwargs = node_kwargs("CREATE", quota("q", "q"), None, memo)
         with pytest.raises(kopf.AdmissionError, match="quotree is starting") as info:
             await handlers.validate_elasticquota(**kwargs)
         assert info.value.code == 503
-
-
-async def test_handler_waits_for_the_ready_event(
-    tree: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(handlers, "READY_WAIT", 0.5)
-    ready = asyncio.Event()
-    asyncio.get_running_loop().call_later(0.05, ready.set)
-    kwargs = node_kwargs("CREATE", quota("q", "q"), None, memo_for(tree, ready=ready))
-    await handlers.validate_elasticquota(**kwargs)
 
 
 async def test_handler_unexpected_error_is_a_clean_denial(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -435,15 +410,15 @@ async def test_mutate_handler_denies(tree: Engine) -> None:
 async def test_mutate_handler_leaves_operator_namespace_alone(tree: Engine) -> None:
     obj = pod("quotree-system")
     patch = kopf.Patch(body=kopf.Body(obj))
-    await handlers.mutate_pod(body=kopf.Body(obj), patch=patch, memo=memo_for(tree, ready=False))
+    await handlers.mutate_pod(body=kopf.Body(obj), patch=patch, memo=memo_for(tree))
     assert patch.as_json_patch() == []
 
 
-async def test_pod_update_handler(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(RUNTIME, "trusted_users", frozenset({OPERATOR}))
+async def test_pod_update_handler() -> None:
+    memo = memo_for(Engine(), trusted_users=frozenset({OPERATOR}))
     old = pod("team-a", labels={QUOTA_LABEL: "team-a"})
     new = pod("team-a", labels={QUOTA_LABEL: "ops"})
-    kwargs = {"body": kopf.Body(new), "old": kopf.Body(old), "new": kopf.Body(new)}
+    kwargs = {"body": kopf.Body(new), "old": kopf.Body(old), "new": kopf.Body(new), "memo": memo}
     with pytest.raises(kopf.AdmissionError, match="only the quotree operator may change it"):
         await handlers.validate_pod_update(**kwargs, userinfo={"username": "alice"})
     await handlers.validate_pod_update(**kwargs, userinfo={"username": OPERATOR})
@@ -455,8 +430,7 @@ async def test_pod_update_handler(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_configurations_shape() -> None:
     mutating, validating = configurations.build_configurations(
         {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="},
-        operator_namespace="quotree-system",
-        system_namespaces=["monitoring"],
+        never_gated=never_gated("quotree-system", ["monitoring"]),
         operator_username="quotree-admin",
     )
     (pods_mutate,) = mutating["webhooks"]
@@ -492,7 +466,7 @@ def test_configurations_shape() -> None:
 def test_configurations_service_client_config() -> None:
     service = {"namespace": "quotree-system", "name": "quotree-webhooks", "port": 443}
     mutating, _ = configurations.build_configurations(
-        {"service": service, "caBundle": "Q0E="}, operator_namespace="quotree-system"
+        {"service": service, "caBundle": "Q0E="}, never_gated=never_gated("quotree-system")
     )
     assert mutating["webhooks"][0]["clientConfig"] == {
         "service": {**service, "path": "/pods-mutate"},

@@ -1,0 +1,92 @@
+"""What the operator sends to the API for a pod, as plain dicts (pure, no I/O).
+
+Kept apart from client.py, which only knows how to send: these bodies are where the
+operator's choices about the API show (a `test` op guards the gate removal, the capacity
+label goes in the same patch, Events carry our component), and they are tested without a
+client (tests/unit/operator/test_bodies.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, GROUP
+
+__all__ = ["COMPONENT", "admission_patch", "eviction", "pod_event"]
+
+COMPONENT = "quotree-operator"
+#: The API server keeps an Event's message to this many characters.
+EVENT_MESSAGE_LIMIT = 1024
+
+
+def _escape(key: str) -> str:
+    """A map key as a JSON-pointer segment."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def admission_patch(
+    gates: Sequence[str], has_labels: bool, capacity: str | None
+) -> list[dict[str, Any]]:
+    """The JSON patch that removes our scheduling gate and sets the capacity label at once.
+
+    `gates` are the pod's gate names as last seen; the `test` op makes the patch fail (422)
+    instead of removing someone else's gate if the list has changed since.
+    """
+    index = list(gates).index(ADMISSION_GATE)
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": ADMISSION_GATE},
+        {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+    ]
+    if capacity is not None:
+        if not has_labels:
+            ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
+        label = f"/metadata/labels/{_escape(CAPACITY_LABEL)}"
+        ops.append({"op": "add", "path": label, "value": capacity})
+    return ops
+
+
+def eviction(namespace: str, name: str) -> dict[str, Any]:
+    """A policy/v1 Eviction of the pod (PodDisruptionBudgets hold)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+
+
+def pod_event(
+    namespace: str,
+    name: str,
+    *,
+    event_name: str,
+    uid: str | None,
+    reason: str,
+    message: str,
+    warning: bool,
+    now: datetime,
+) -> dict[str, Any]:
+    """A core/v1 Event on the pod (kubectl describe pod shows it)."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": event_name, "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": namespace,
+            "name": name,
+            **({"uid": uid} if uid else {}),
+        },
+        "reason": reason,
+        "message": message[:EVENT_MESSAGE_LIMIT],
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": COMPONENT},
+        "reportingComponent": f"{GROUP}/operator",
+        "reportingInstance": COMPONENT,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }

@@ -1,0 +1,85 @@
+"""The operator's parts put together: inputs, the decision loop, actuator, status writer.
+
+`Controller` holds the live `quotree.Engine` and runs one decision loop: woken by every
+input change (and at least every TICK seconds, since the reclaim delay needs a clock), it
+calls `Engine.decide()` and hands the result to the actuator. It takes no quota decision
+itself. Only the holder of the leader Lease acts (leader.py calls `set_leading`); every
+replica keeps its engine current, so a standby takes over with a warm tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from quotree.engine import Engine
+from quotree_operator.actuator import Actuator
+from quotree_operator.client import Kube
+from quotree_operator.config import OperatorConfig
+from quotree_operator.inputs import Inputs, Signals
+from quotree_operator.metrics import METRICS
+from quotree_operator.podwatch import PodWatch
+from quotree_operator.status import StatusMemory
+from quotree_operator.status_writer import StatusWriter
+
+__all__ = ["TICK", "Controller"]
+
+logger = logging.getLogger("quotree.operator")
+
+TICK = 1.0  # seconds between decisions when nothing changes (the reclaim delay needs a clock)
+
+
+class Controller:
+    """See module docstring."""
+
+    def __init__(self, config: OperatorConfig, kube: Kube) -> None:
+        self.engine = Engine(
+            system_namespaces=config.never_gated,
+            default_quota=config.default_quota,
+            reclaim_delay=config.reclaim_delay,
+        )
+        self.signals = Signals()
+        memory = StatusMemory()
+        self.inputs = Inputs(self.engine, memory, self.signals)
+        self.actuator = Actuator(kube, self.inputs, config.concurrency)
+        self.status_writer = StatusWriter(kube, self.inputs, memory, config.concurrency)
+        self.pod_watch = PodWatch(kube, self.inputs.observe_pod, self.inputs.relist_pods)
+        self.kube = kube
+        self._pods_version = ""  # resourceVersion of the pod list load() read
+
+    async def load(self) -> None:
+        """Rebuild the engine from the API; call before any watch starts."""
+        self._pods_version = await self.inputs.load(self.kube)
+
+    async def watch_pods(self) -> None:
+        """Every pod change after `load()` (from its list's resourceVersion), forever."""
+        await self.pod_watch.run(self._pods_version)
+
+    def set_leading(self, leading: bool) -> None:
+        """This replica (no longer) holds the leader Lease."""
+        self.signals.leading = leading
+        METRICS.set_leader(leading)
+        self.signals.changed()
+
+    async def decision_loop(self) -> None:
+        """Decide whenever an input changed, and at least every TICK seconds."""
+        signals = self.signals
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(signals.wake.wait(), timeout=TICK)
+            signals.wake.clear()
+            if not signals.leading:
+                continue
+            try:
+                started = time.perf_counter()
+                decisions = self.engine.decide(time.monotonic())
+                METRICS.decided(time.perf_counter() - started)
+            except Exception:
+                logger.exception("the engine failed to decide; retrying on the next change")
+                await asyncio.sleep(TICK)
+                continue
+            if decisions:
+                self.actuator.carry_out(decisions)
+                signals.status_dirty.set()

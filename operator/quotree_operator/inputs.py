@@ -1,0 +1,173 @@
+"""Cluster objects in: what the operator observes, turned into engine inputs.
+
+`Inputs` keeps the live `quotree.Engine` current from three sources: the Kopf handlers for
+cluster nodes, Cohorts and ElasticQuotas (quotree_main), the operator's own pod watch
+(podwatch.py) and the start-up listing (`load`). It also keeps what the other parts need
+to write back: each pod's gates and uid (actuator.py), each quota object's kind and
+namespace and whether its spec could be read (status_writer.py). Every change raises
+`Signals.changed()`; no API write starts here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from quotree.capacity import node_allocatable
+from quotree.engine import Engine
+from quotree.models import ConfigError, parse_node, pod_facts
+from quotree_operator.client import Kube
+from quotree_operator.status import StatusMemory
+
+__all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals"]
+
+logger = logging.getLogger("quotree.operator")
+
+
+@dataclass(slots=True)
+class Signals:
+    """What wakes the operator's loops, and whether this replica acts (leader.py)."""
+
+    #: Set on every input change: the decision loop decides again.
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set when statuses may have changed: the status writer compares again.
+    status_dirty: asyncio.Event = field(default_factory=asyncio.Event)
+    #: This replica holds the leader Lease: only then are decisions carried out.
+    leading: bool = False
+
+    def changed(self) -> None:
+        self.wake.set()
+        self.status_dirty.set()
+
+
+@dataclass(slots=True)
+class PodHandle:
+    """What the actuator needs to write to a pod besides the engine's facts."""
+
+    uid: str | None
+    gates: tuple[str, ...]
+    has_labels: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaObject:
+    """Where a Cohort's or ElasticQuota's status is written."""
+
+    kind: str
+    namespace: str | None
+
+
+def pod_key(body: Mapping[str, Any]) -> str:
+    metadata = body["metadata"]
+    return f"{metadata.get('namespace')}/{metadata['name']}"
+
+
+class Inputs:
+    """See module docstring."""
+
+    def __init__(self, engine: Engine, memory: StatusMemory, signals: Signals) -> None:
+        self.engine = engine
+        self.memory = memory
+        self.signals = signals
+        self.pods: dict[str, PodHandle] = {}  # pod key -> handle, for pods not finished
+        self.quota_objects: dict[str, QuotaObject] = {}  # tree node name -> object
+        self.bad_specs: dict[str, str] = {}  # tree node name -> why its spec cannot be read
+
+    def observe_cluster_node(self, body: Mapping[str, Any], deleted: bool) -> None:
+        """A Kubernetes Node was added, changed or deleted: the cluster's capacity.
+
+        Whether and for how much it counts is the engine's rule (quotree/capacity.py).
+        """
+        name = body["metadata"]["name"]
+        if deleted:
+            self.engine.set_cluster_node(name, None)
+        else:
+            capacity = node_allocatable(body)
+            for warning in capacity.warnings:
+                logger.warning("%s", warning)
+            self.engine.set_cluster_node(name, capacity.allocatable)
+        self.signals.changed()
+
+    def observe_quota_object(self, body: Mapping[str, Any], deleted: bool) -> None:
+        """A Cohort or ElasticQuota was added, changed or deleted."""
+        metadata = body["metadata"]
+        name = metadata["name"]
+        if deleted:
+            self.engine.remove_config(name)
+            self.quota_objects.pop(name, None)
+            self.bad_specs.pop(name, None)
+            self.memory.forget(name)
+        else:
+            self.quota_objects[name] = QuotaObject(body["kind"], metadata.get("namespace"))
+            self.memory.remember_object(name, body)
+            try:
+                config = parse_node(body)
+            except ConfigError as exc:
+                logger.warning("%s", exc)
+                self.bad_specs[name] = str(exc)
+                self.engine.remove_config(name)
+            else:
+                self.bad_specs.pop(name, None)
+                if self.engine.tree.config(name) == config:
+                    # Our own status or annotation write came back: nothing for the engine
+                    # (set_config would re-resolve every pod, once per status write).
+                    return
+                self.engine.set_config(config)
+        self.signals.changed()
+
+    def observe_pod(self, body: Mapping[str, Any], deleted: bool) -> None:
+        """A Pod was added, changed or deleted (from the pod watch or a re-read)."""
+        key = pod_key(body)
+        if deleted:
+            self.engine.forget_pod(key)
+            self.pods.pop(key, None)
+        else:
+            try:
+                facts = pod_facts(body)
+            except ConfigError as exc:
+                logger.warning("%s", exc)
+                return
+            metadata = body["metadata"]
+            spec = body.get("spec") or {}
+            gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
+            if facts.terminal:
+                self.pods.pop(key, None)
+            else:
+                self.pods[key] = PodHandle(
+                    metadata.get("uid"), gates, metadata.get("labels") is not None
+                )
+            self.engine.observe_pod(facts)
+        self.signals.changed()
+
+    def relist_pods(self, bodies: list[dict[str, Any]]) -> None:
+        """The pod watch had to list again (410 Gone): forget pods that went meanwhile."""
+        listed = {pod_key(body) for body in bodies}
+        for key in [key for key in self.engine.pods if key not in listed]:
+            self.engine.forget_pod(key)
+            self.pods.pop(key, None)
+        for body in bodies:
+            self.observe_pod(body, deleted=False)
+        logger.info("pod watch: listed %d pods again", len(bodies))
+        self.signals.changed()
+
+    async def load(self, kube: Kube) -> str:
+        """Rebuild the engine from the API before the watches start (restart safety).
+
+        Cluster nodes and quota objects first, so that pods find their quotas and capacity.
+        Returns the resourceVersion of the pod list, for the pod watch to start from.
+        """
+        for body in await kube.list_all("nodes"):
+            self.observe_cluster_node(body, deleted=False)
+        for kind in ("Cohort", "ElasticQuota"):
+            for body in await kube.list_all(kind):
+                self.observe_quota_object(body, deleted=False)
+        pods, version = await kube.list_with_version("pods")
+        for body in pods:
+            self.observe_pod(body, deleted=False)
+        logger.info(
+            "loaded %d quota objects and %d pods from the API", len(self.quota_objects), len(pods)
+        )
+        return version

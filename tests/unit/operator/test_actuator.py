@@ -1,0 +1,83 @@
+"""The actuator's handling of API answers (quotree_operator/actuator.py), with a fake API."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from quotree import ADMISSION_GATE
+from quotree_operator.actuator import Actuator
+from quotree_operator.client import KubeError
+from quotree_operator.config import OperatorConfig
+from quotree_operator.controller import Controller
+
+
+def gated(*gates: str) -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team", "uid": "u-1", "labels": {}},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            "schedulingGates": [{"name": g} for g in gates],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+class FakeKube:
+    def __init__(self, admit_errors: list[KubeError], current: dict[str, Any]) -> None:
+        self.admit_errors = admit_errors
+        self.current = current
+        self.admits: list[tuple[str, ...]] = []
+        self.events: list[tuple[str, str | None]] = []
+        self.reads = 0
+
+    async def admit(
+        self, namespace: str, name: str, gates: Sequence[str], has_labels: bool, capacity: Any
+    ) -> None:
+        self.admits.append(tuple(gates))
+        if self.admit_errors:
+            raise self.admit_errors.pop(0)
+
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        self.reads += 1
+        return self.current
+
+    async def pod_event(self, namespace: str, name: str, **event: Any) -> None:
+        self.events.append((event["reason"], event["uid"]))
+
+
+def actuator_for(kube: FakeKube, seen: dict[str, Any]) -> Actuator:
+    controller = Controller(OperatorConfig(), kube=kube)  # type: ignore[arg-type]
+    controller.inputs.observe_pod(seen, deleted=False)
+    return Actuator(kube, controller.inputs, concurrency=4)  # type: ignore[arg-type]
+
+
+async def test_stale_gates_are_read_again_and_the_admission_retried() -> None:
+    # Someone added a gate in front of ours since the operator last saw the pod: the
+    # guarded patch fails with 422, the pod is read again, and the retry uses the new list.
+    kube = FakeKube([KubeError(422, "test failed")], gated("other", ADMISSION_GATE))
+    actuator = actuator_for(kube, gated(ADMISSION_GATE))
+    await actuator._admit("team/p", None, "admitted by quota team")
+    assert kube.admits == [(ADMISSION_GATE,), ("other", ADMISSION_GATE)]
+    assert kube.events == [("Admitted", "u-1")]
+    assert actuator.inputs.pods["team/p"].gates == ("other",)
+
+
+async def test_a_pod_gone_meanwhile_is_not_an_error() -> None:
+    kube = FakeKube([KubeError(404, "not found")], gated(ADMISSION_GATE))
+    actuator = actuator_for(kube, gated(ADMISSION_GATE))
+    await actuator._admit("team/p", None, "admitted")
+    assert kube.admits == [(ADMISSION_GATE,)]
+    assert kube.events == []
+    assert kube.reads == 0
+
+
+async def test_a_refused_admission_puts_the_pod_back_to_pending() -> None:
+    kube = FakeKube([KubeError(403, "forbidden")], gated(ADMISSION_GATE))
+    actuator = actuator_for(kube, gated(ADMISSION_GATE))
+    await actuator._admit("team/p", None, "admitted")
+    assert kube.events == []
+    assert kube.reads == 1  # the engine forgets the admission and sees the pod again
+    assert actuator.inputs.pods["team/p"].gates == (ADMISSION_GATE,)
+    assert "team/p" in actuator.inputs.engine.pods
