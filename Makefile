@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint typecheck unit e2e test run simulate-demo bench bench-engine bench-operator bench-webhooks clean \
+.PHONY: venv tools lint typecheck unit e2e test run simulate-demo bench bench-engine bench-operator bench-webhooks clean \
 	image deploy undeploy
 
 $(STAMP): pyproject.toml
@@ -19,23 +19,28 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Debian's prometheus (promtool) and chromium, for the alert rule and page tests; installed
+# once when missing (hack/tools.sh).
+tools:
+	hack/tools.sh
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check quotree operator webhooks tests bench hack
+	$(BIN)/ruff format --check quotree operator webhooks plugin tests bench hack
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy quotree
-	$(BIN)/mypy operator/quotree_main operator/quotree_operator webhooks/quotree_webhooks
+	$(BIN)/mypy operator/quotree_main operator/quotree_operator webhooks/quotree_webhooks plugin/quotree_kubectl
 
-unit: $(STAMP)
+unit: $(STAMP) tools
 	$(BIN)/pytest -q tests/unit
 
-e2e: $(STAMP)
+e2e: $(STAMP) tools
 	$(BIN)/pytest -q tests/e2e
 
 # One pytest run so CI reads one closing line.
-test: lint typecheck
+test: lint typecheck tools
 	$(BIN)/pytest -q tests
 
 # quotree on the local control plane: builds/starts it unless KUBECONFIG is set, installs

@@ -98,6 +98,10 @@ echo
 echo "\$ kubectl get events -n demo-ci --field-selector reason=Pending"
 "${KC[@]}" get events -n demo-ci --field-selector reason=Pending -o custom-columns=POD:.involvedObject.name,MESSAGE:.message | tail -n 1
 echo
+echo "\$ kubectl quotree tree"
+PATH="${VENV_BIN}:${PATH}" "${KC[@]}" quotree tree || true
+echo
+echo ">>> the tree page: http://127.0.0.1:${QUOTREE_METRICS_PORT:-8000}/ (metrics: /metrics)"
 echo ">>> the operator runs in the foreground (log: ${LOG}); Ctrl-C stops it."
 echo ">>> try: kubectl get coh,eq -A; kubectl describe pod -n demo-ci; make cluster-down"
 wait "${OPERATOR_PID}"

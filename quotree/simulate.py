@@ -26,6 +26,7 @@ from quotree.capacity import node_allocatable
 from quotree.engine import Decisions, Engine, PodRecord, PodState
 from quotree.models import GROUP, VERSION, ConfigError, NodeConfig, parse_node, pod_facts
 from quotree.quantity import format_quantity
+from quotree.report import render_tree
 from quotree.rules import check_apply
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "load_documents",
     "render_table",
     "simulate",
+    "simulate_documents",
 ]
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -123,11 +125,16 @@ class SimulatedEngine(Engine):
 
 def simulate(paths: Iterable[str | Path]) -> Simulation:
     """Run the input through the engine; raises SimulationError on bad input."""
+    return simulate_documents(load_documents(paths))
+
+
+def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Simulation:
+    """`simulate` on documents already read, each with where it came from (e.g. a cluster)."""
     engine = SimulatedEngine()
     configs = engine.tree.configs()
     pods: list[tuple[str, Mapping[str, Any]]] = []
     warnings: list[str] = []
-    for origin, doc in load_documents(paths):
+    for origin, doc in documents:
         kind = doc.get("kind")
         if kind in ("Cohort", "ElasticQuota"):
             if doc.get("apiVersion") != API_VERSION:
@@ -234,54 +241,5 @@ def render_json(sim: Simulation) -> str:
 
 
 def render_table(sim: Simulation) -> str:
-    """The tree the way a person reads it: one line per node and resource, then the pods."""
-    data = to_json(sim)
-    nodes = data["nodes"]
-    children: dict[str | None, list[str]] = {}
-    for name, entry in nodes.items():
-        parent = entry["parent"] if entry["parent"] in nodes else None
-        children.setdefault(parent, []).append(name)
-    capacity = ", ".join(f"{r} {a}" for r, a in data["capacity"].items()) or "none"
-    lines = [f"cluster (capacity: {capacity})"]
-    header = (
-        f"{'':<34}{'RESOURCE':<16}{'MIN':>8}{'MAX':>10}{'REQUEST':>10}{'RUNTIME':>10}{'USED':>10}"
-    )
-    lines.append(header)
-
-    def walk(name: str, prefix: str, last: bool) -> None:
-        entry = nodes[name]
-        branch = "└─ " if last else "├─ "
-        tag = "coh" if entry["kind"] == "Cohort" else "eq"
-        flag = "" if entry["valid"] else "  [inactive]"
-        title = f"{prefix}{branch}{name} ({tag}){flag}"
-        resources = sorted(set(entry["min"]) | set(entry["max"]) | set(entry["runtime"]))
-        for i, resource in enumerate(resources or [""]):
-            first = title if i == 0 else ""
-            lines.append(
-                f"{first:<34}{resource:<16}"
-                f"{entry['min'].get(resource, '0') if resource else '':>8}"
-                f"{entry['max'].get(resource, '-') if resource else '':>10}"
-                f"{entry['request'].get(resource, ''):>10}"
-                f"{entry['runtime'].get(resource, ''):>10}"
-                f"{entry['used'].get(resource, ''):>10}"
-            )
-        kids = sorted(children.get(name, []))
-        for j, kid in enumerate(kids):
-            walk(kid, prefix + ("   " if last else "│  "), j == len(kids) - 1)
-
-    tops = sorted(children.get(None, []))
-    for j, top in enumerate(tops):
-        walk(top, "", j == len(tops) - 1)
-    pods = data["pods"]
-    counts: dict[str, int] = {}
-    for entry in pods.values():
-        counts[entry["state"]] = counts.get(entry["state"], 0) + 1
-    lines.append("")
-    lines.append("pods: " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"))
-    for key, entry in pods.items():
-        if entry["state"] in ("admitted", "unmanaged"):
-            continue
-        lines.append(f"  {key:<30} {entry['state']:<10} {entry['reason']}")
-    for warning in sim.warnings:
-        lines.append(f"warning: {warning}")
-    return "\n".join(lines)
+    """The tree the way a person reads it (quotree/report.py, shared with `kubectl quotree`)."""
+    return render_tree(to_json(sim), sim.warnings)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
+from aiohttp import web
 
 from quotree.models import GROUP, VERSION
 from quotree_main import startup
@@ -27,6 +28,9 @@ from quotree_operator.client import Kube, KubeError
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
 from quotree_operator.leader import LeaderLease
+from quotree_operator.metrics import METRICS
+from quotree_operator.page import start as start_metrics
+from quotree_operator.page import tree_json
 from quotree_webhooks import server as webhook_server
 from quotree_webhooks.settings import WebhookSettings, WebhookState
 
@@ -50,6 +54,8 @@ class Process:
     #: None when the webhooks are off (QUOTREE_WEBHOOKS=0).
     webhooks: WebhookState | None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    #: The metrics port's server (None when it is off or its port was taken).
+    metrics_server: web.AppRunner | None = None
 
 
 def webhook_settings(config: OperatorConfig) -> WebhookSettings:
@@ -122,9 +128,21 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     webhooks = None
     if config.webhooks:
         webhooks = WebhookState(controller.engine, webhook_settings(config))
+        webhooks.on_answer = METRICS.webhook
         webhook_server.configure(settings, webhooks, kube)
     process = Process(config, kube, controller, webhooks)
     memo.quotree = process
+    METRICS.watch(controller.engine)
+    process.metrics_server = await start_metrics(
+        config.metrics_host,
+        config.metrics_port,
+        lambda: tree_json(
+            controller.engine,
+            bad_configs=controller.inputs.bad_specs,
+            leading=controller.signals.leading,
+            identity=config.identity,
+        ),
+    )
 
     lease = LeaderLease(kube, config.namespace, config.identity, controller.set_leading)
     process.tasks.extend(
@@ -153,6 +171,8 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     await asyncio.gather(*process.tasks, return_exceptions=True)
     process.tasks.clear()
     await process.kube.close()
+    if process.metrics_server is not None:
+        await process.metrics_server.cleanup()
 
 
 def _deleted(event: kopf.RawEvent) -> bool:

@@ -18,6 +18,7 @@ from quotree.engine import Decisions, Eviction
 from quotree.models import ADMISSION_GATE
 from quotree_operator.client import Kube, KubeError
 from quotree_operator.inputs import Inputs
+from quotree_operator.metrics import METRICS
 
 __all__ = ["RETRIES", "Actuator"]
 
@@ -107,6 +108,9 @@ class Actuator:
                 return
             handle.gates = tuple(g for g in handle.gates if g != ADMISSION_GATE)
             handle.has_labels = handle.has_labels or capacity is not None
+            record = self.inputs.engine.pods.get(key)
+            if record is not None:
+                METRICS.admitted(record.quota, record.facts.created)
             await self._event(key, "Admitted", message)
             return
         if capacity is not None:
@@ -136,6 +140,7 @@ class Actuator:
             self.inputs.signals.wake.set()
             return
         logger.info("%s %s: %s", eviction.kind, eviction.pod, eviction.reason)
+        METRICS.evicted(eviction.quota, eviction.kind)
         await self._event(eviction.pod, eviction.kind, eviction.reason, warning=True)
 
     async def _label(self, key: str, capacity: str) -> None:

@@ -57,6 +57,11 @@ class OperatorConfig:
     identity: str = field(default_factory=socket.gethostname)
     #: Concurrent API writes for admissions, evictions and statuses (QUOTREE_CONCURRENCY).
     concurrency: int = 48
+    #: Metrics, the tree page and its JSON (QUOTREE_METRICS_HOST / QUOTREE_METRICS_PORT;
+    #: port 0 turns them off; not 8080, Kopf's liveness port in the Deployment). In a
+    #: cluster the Deployment sets the host to 0.0.0.0.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 8000
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:
@@ -81,6 +86,8 @@ class OperatorConfig:
             cert_provided=env.get("QUOTREE_CERT_PROVIDED", "0") not in ("0", "false", "no", ""),
             identity=env.get("QUOTREE_IDENTITY") or env.get("POD_NAME") or socket.gethostname(),
             concurrency=int(env.get("QUOTREE_CONCURRENCY", defaults.concurrency)),
+            metrics_host=env.get("QUOTREE_METRICS_HOST", defaults.metrics_host),
+            metrics_port=int(env.get("QUOTREE_METRICS_PORT", defaults.metrics_port)),
         )
 
     @property

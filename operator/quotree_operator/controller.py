@@ -19,6 +19,7 @@ from quotree_operator.actuator import Actuator
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
 from quotree_operator.inputs import Inputs, Signals
+from quotree_operator.metrics import METRICS
 from quotree_operator.namespaces import NamespaceLabels
 from quotree_operator.podwatch import PodWatch
 from quotree_operator.status import StatusMemory
@@ -61,6 +62,7 @@ class Controller:
     def set_leading(self, leading: bool) -> None:
         """This replica (no longer) holds the leader Lease."""
         self.signals.leading = leading
+        METRICS.set_leader(leading)
         self.signals.changed()
 
     async def decision_loop(self) -> None:
@@ -74,7 +76,9 @@ class Controller:
                 continue
             self.namespaces.reconcile()
             try:
+                started = time.perf_counter()
                 decisions = self.engine.decide(time.monotonic())
+                METRICS.decided(time.perf_counter() - started)
             except Exception:
                 logger.exception("the engine failed to decide; retrying on the next change")
                 await asyncio.sleep(TICK)

@@ -94,6 +94,7 @@ def start_operator(
     full_env = dict(os.environ)
     full_env["KUBECONFIG"] = str(cluster.KUBECONFIG)
     full_env.setdefault("QUOTREE_IDENTITY", "e2e-operator")
+    full_env.setdefault("QUOTREE_METRICS_PORT", "0")  # off unless a test asks (fixed ports collide)
     full_env.update(env or {})
     ensure_namespace(full_env.get("QUOTREE_NAMESPACE", DEFAULT_NAMESPACE))
     cluster.LOG_DIR.mkdir(parents=True, exist_ok=True)

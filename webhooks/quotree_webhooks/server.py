@@ -24,6 +24,7 @@ import base64
 import ipaddress
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,13 @@ import kopf
 
 from quotree_webhooks import tls
 from quotree_webhooks.cert_secret import sync_from_secret
-from quotree_webhooks.configurations import build_configurations
+from quotree_webhooks.configurations import (
+    COHORTS_VALIDATE,
+    ELASTICQUOTAS_VALIDATE,
+    PODS_MUTATE,
+    PODS_VALIDATE,
+    build_configurations,
+)
 from quotree_webhooks.settings import WebhookApi, WebhookSettings, WebhookState
 
 __all__ = ["QuotreeWebhookServer", "configure", "serving_hosts"]
@@ -44,6 +51,25 @@ logger = logging.getLogger("quotree.webhooks")
 RENEW_CHECK_INTERVAL = 3600.0
 #: Service port the API server calls in a cluster deployment.
 SERVICE_PORT = 443
+#: Our webhooks (paths), the `webhook` label of the metrics; anything else counts as "other".
+WEBHOOKS = frozenset({PODS_MUTATE, PODS_VALIDATE, COHORTS_VALIDATE, ELASTICQUOTAS_VALIDATE})
+
+
+def _is_error(response: aiohttp.web.StreamResponse) -> bool:
+    """An answer that is not a decision: a malformed request (400), not ready or failed (5xx).
+
+    Denials are answered with 403 (handlers.DENIED) and are not errors.
+    """
+    if response.status >= 500:
+        return True
+    body = getattr(response, "body", None)
+    if not isinstance(body, bytes | bytearray):
+        return False
+    try:
+        code = json.loads(body)["response"]["status"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return isinstance(code, int) and (code == 400 or code >= 500)
 
 
 def serving_hosts(settings: WebhookSettings) -> list[str]:
@@ -101,8 +127,24 @@ class QuotreeWebhookServer(kopf.WebhookServer):
         self.settings = settings
         self.api = api
 
+    async def _serve(  # type: ignore[override]  # Kopf calls it as self._serve(fn, request)
+        self, fn: Any, request: aiohttp.web.Request
+    ) -> aiohttp.web.Response:
+        """`_answer`, timed and reported to `state.on_answer` (the metrics) when set."""
+        started = time.perf_counter()
+        error = True
+        try:
+            response = await QuotreeWebhookServer._answer(fn, request)
+            error = _is_error(response)
+            return response
+        finally:
+            report = self.state.on_answer
+            if report is not None:
+                path = request.path.strip("/")
+                report(path if path in WEBHOOKS else "other", time.perf_counter() - started, error)
+
     @staticmethod
-    async def _serve(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
+    async def _answer(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
         """Kopf's request handling, but a request Kopf cannot read still gets an answer.
 
         Kopf answers HTTP 400/500 when a review's object is not shaped like a

@@ -9,6 +9,7 @@ builds a `WebhookSettings` from it, and a `WebhookState` that it keeps on Kopf's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -71,6 +72,8 @@ class WebhookState:
     trusted_users: frozenset[str] = frozenset()
     #: Shared by every request (Kopf hands each handler a shallow copy of memo).
     recently_allowed: RecentlyAllowed = field(default_factory=RecentlyAllowed)
+    #: Told of every answer: (webhook, seconds, error); the entry point sets the metrics'.
+    on_answer: Callable[[str, float, bool], None] | None = None
 
 
 def state_from_memo(memo: object) -> WebhookState | None:

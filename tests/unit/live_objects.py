@@ -1,0 +1,138 @@
+"""A small live cluster as the API would serve it (for the kubectl plugin's unit tests).
+
+One Ready node (cpu 8), Cohort research (min cpu 6, max 8), ElasticQuotas team-a (min 4,
+max 8) and team-b (min 2, max 8) under it; team-a runs 5 cpu and has a gated pod asking
+for 2, team-b runs 3 cpu (1 above its min). The statuses say what the operator wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quotree_kubectl.cluster import ClusterState
+
+API = "quotree.io/v1alpha1"
+GATE = [{"name": "quotree.io/admission"}]
+
+
+def node(name: str, cpu: str, ready: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "allocatable": {"cpu": cpu},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def tree_object(
+    kind: str,
+    name: str,
+    *,
+    namespace: str | None = None,
+    parent: str | None = None,
+    min_cpu: str,
+    max_cpu: str | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"min": {"cpu": min_cpu}}
+    if max_cpu is not None:
+        spec["max"] = {"cpu": max_cpu}
+    if parent:
+        spec["parent"] = parent
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": API,
+        "kind": kind,
+        "metadata": metadata,
+        "spec": spec,
+        **({"status": status} if status else {}),
+    }
+
+
+def pod(
+    namespace: str, name: str, cpu: str, *, gated: bool, created: str, quota: str | None = None
+) -> dict[str, Any]:
+    labels = {"quotree.io/quota-name": quota} if quota else {}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}]
+    }
+    if gated:
+        spec["schedulingGates"] = GATE
+    else:
+        spec["nodeName"] = "node-1"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "creationTimestamp": created,
+        },
+        "spec": spec,
+        "status": {"phase": "Pending" if gated else "Running"},
+    }
+
+
+def status(
+    used: str, runtime: str, request: str, admitted: int | None = None, pending: int | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "used": {"cpu": used},
+        "runtime": {"cpu": runtime},
+        "request": {"cpu": request},
+        "conditions": [
+            {"type": "Valid", "status": "True", "reason": "Valid", "message": "ok"},
+            {"type": "Active", "status": "True", "reason": "Active", "message": "ok"},
+        ],
+    }
+    if admitted is not None:
+        out["admittedPods"] = admitted
+        out["pendingPods"] = pending
+    return out
+
+
+def live_cluster() -> ClusterState:
+    return ClusterState(
+        nodes=[node("node-1", "8"), node("node-2", "64", ready=False)],
+        cohorts=[
+            tree_object(
+                "Cohort",
+                "research",
+                min_cpu="6",
+                max_cpu="8",
+                status=status("8", "8", "10"),
+            )
+        ],
+        quotas=[
+            tree_object(
+                "ElasticQuota",
+                "team-a",
+                namespace="ns-a",
+                parent="research",
+                min_cpu="4",
+                max_cpu="8",
+                status=status("5", "5", "7", 1, 1),
+            ),
+            tree_object(
+                "ElasticQuota",
+                "team-b",
+                namespace="ns-b",
+                parent="research",
+                min_cpu="2",
+                max_cpu="8",
+                status=status("3", "3", "3", 1, 0),
+            ),
+        ],
+        pods=[
+            pod("ns-a", "a-1", "5", gated=False, created="2026-01-01T00:00:00Z", quota="team-a"),
+            pod("ns-b", "b-1", "3", gated=False, created="2026-01-01T00:00:01Z", quota="team-b"),
+            pod("ns-a", "a-2", "2", gated=True, created="2026-01-01T00:00:02Z", quota="team-a"),
+            pod("kube-system", "dns", "0", gated=False, created="2026-01-01T00:00:00Z"),
+        ],
+    )

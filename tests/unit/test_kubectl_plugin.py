@@ -1,0 +1,238 @@
+"""`kubectl quotree` on a live cluster given as API objects (no cluster: views are pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from quotree_kubectl.cli import main
+from quotree_kubectl.cluster import PluginError, live_documents
+from quotree_kubectl.views import (
+    pending_reasons,
+    render_what_if,
+    tree_report,
+    what_if,
+    why,
+)
+
+from quotree.report import render_tree, usage_bar
+from quotree.simulate import render_table, simulate, to_json
+from tests.unit.live_objects import live_cluster, node
+
+
+def _docs(text: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"proposal {i}", d) for i, d in enumerate(yaml.safe_load_all(text)) if d]
+
+
+def test_tree_shows_the_status_the_operator_wrote() -> None:
+    report = tree_report(live_cluster(), {"ns-a/a-2": "does not fit: the operator's words"})
+    team_a = report["nodes"]["team-a"]
+    assert (team_a["used"], team_a["runtime"], team_a["request"]) == (
+        {"cpu": "5"},
+        {"cpu": "5"},
+        {"cpu": "7"},
+    )
+    assert team_a["parent"] == "research"
+    assert team_a["min"] == {"cpu": "4"}
+    assert report["capacity"] == {"cpu": "8"}  # the NotReady node does not count
+    assert report["pods"]["ns-a/a-2"] == {
+        "quota": "team-a",
+        "state": "pending",
+        "capacity": None,
+        "reason": "does not fit: the operator's words",
+    }
+    assert "kube-system/dns" not in report["pods"]  # not quotree's
+    text = render_tree(report)
+    assert "   ├─ team-a (eq)" in text
+    assert "ns-a/a-2" in text
+    assert "the operator's words" in text
+
+
+def test_the_plugin_and_simulate_draw_with_the_same_renderer() -> None:
+    sim = simulate(["examples/koordinator-runtime.yaml"])
+    assert render_table(sim) == render_tree(to_json(sim), sim.warnings)
+
+
+def test_usage_bars() -> None:
+    entry = {"used": {"cpu": "2"}, "runtime": {"cpu": "4"}}
+    assert usage_bar(entry, "cpu", 8) == "[####====]"
+    over = {"used": {"cpu": "4"}, "runtime": {"cpu": "2"}}
+    assert usage_bar(over, "cpu", 8) == "[####!!!!]"
+    assert usage_bar({"used": {}, "runtime": {}}, "cpu", 4) == "[    ]"
+    report = tree_report(live_cluster(), {})
+    assert "USED/RUNTIME" in render_tree(report, bar_width=10)
+    assert "USED/RUNTIME" not in render_tree(report)
+
+
+def test_pending_reasons_take_the_latest_event() -> None:
+    events = [
+        {
+            "reason": "Pending",
+            "involvedObject": {"kind": "Pod", "namespace": "n", "name": "p"},
+            "lastTimestamp": "2026-01-01T00:00:05Z",
+            "message": "new",
+        },
+        {
+            "reason": "Pending",
+            "involvedObject": {"kind": "Pod", "namespace": "n", "name": "p"},
+            "lastTimestamp": "2026-01-01T00:00:01Z",
+            "message": "old",
+        },
+        {"reason": "Admitted", "involvedObject": {"kind": "Pod", "namespace": "n", "name": "q"}},
+    ]
+    assert pending_reasons(events) == {"n/p": "new"}
+
+
+def test_why_gives_the_engines_numbers_and_what_would_let_it_in() -> None:
+    text = why(live_cluster(), "ns-a", "a-2", {"ns-a/a-2": "from the event"})
+    assert "quota:   ElasticQuota team-a in namespace ns-a, under Cohort research" in text
+    assert "operator: from the event" in text
+    assert (
+        "engine:  does not fit in ElasticQuota team-a: cpu: used 5 + request 2 > runtime 5" in text
+    )
+    assert "short by 2" in text
+    assert "Cohort research: used 8, runtime 8, min 6, cap 8  (the request goes over the cap)" in (
+        text
+    )
+    assert "research may never use more than 8 cpu" in text
+
+
+def test_why_names_what_is_lent_when_no_cap_holds_the_pod_back() -> None:
+    state = live_cluster()
+    state.cohorts[0]["spec"]["max"] = {"cpu": "20"}  # the cluster (8 cpu) is the limit now
+    text = why(state, "ns-a", "a-2", {})
+    assert "short by 2" in text
+    assert "may never use more than" not in text
+    assert "2 freed by team-a's own admitted pods finishing" in text
+    assert "idle quota: it needs 2 more cpu" in text
+    assert "lent now: team-b uses 3, 1 above its min 2" in text
+
+
+def test_why_for_admitted_unmanaged_and_unknown_pods() -> None:
+    state = live_cluster()
+    assert "state:   admitted" in why(state, "ns-a", "a-1", {})
+    assert "not managed by quotree" in why(state, "kube-system", "dns", {})
+    with pytest.raises(PluginError, match="pod ns-a/nope not found"):
+        why(state, "ns-a", "nope", {})
+
+
+def test_why_says_when_a_pod_fits_now() -> None:
+    state = live_cluster()
+    state.pods = [p for p in state.pods if p["metadata"]["name"] != "b-1"]
+    text = why(state, "ns-a", "a-2", {})
+    assert "it fits now" in text
+
+
+def test_live_documents_keep_admitted_pods_admitted() -> None:
+    state = live_cluster()
+    state.pods[0]["spec"].pop("nodeName")  # gate removed, not bound yet
+    docs = dict(live_documents(state))
+    assert docs["cluster Pod ns-a/a-1"]["spec"]["nodeName"]
+    assert "nodeName" not in docs["cluster Pod ns-a/a-2"]["spec"]
+    assert "nodeName" not in state.pods[0]["spec"]  # the input is not changed
+
+
+def test_what_if_a_larger_cohort_admits_the_waiting_pod() -> None:
+    proposal = _docs(
+        """
+apiVersion: v1
+kind: Node
+metadata: {name: node-3}
+status:
+  allocatable: {cpu: "8"}
+  conditions: [{type: Ready, status: "True"}]
+---
+apiVersion: quotree.io/v1alpha1
+kind: Cohort
+metadata: {name: research}
+spec: {min: {cpu: "6"}, max: {cpu: "10"}}
+"""
+    )
+    result = what_if(live_cluster(), proposal)
+    assert result.refused == []
+    assert result.before["nodes"]["team-a"]["runtime"] == {"cpu": "5"}
+    assert result.after["nodes"]["team-a"]["runtime"] == {"cpu": "7"}
+    assert result.after["pods"]["ns-a/a-2"]["state"] == "admitted"
+    text = render_what_if(result)
+    assert "team-a                  cpu                            5  →  7  (changed)" in text
+    assert "ns-a/a-2" in text
+    assert "would be admitted" in text
+    assert "applied (not written): Node node-3, Cohort research" in text
+
+
+def test_what_if_refuses_with_the_webhooks_message() -> None:
+    proposal = _docs(
+        """
+apiVersion: quotree.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: team-b, namespace: ns-b}
+spec: {parent: research, min: {cpu: "3"}, max: {cpu: "8"}}
+"""
+    )
+    result = what_if(live_cluster(), proposal)
+    assert result.refused == [
+        "ElasticQuota team-b: min cpu 3 would make the children of Cohort research need 7 "
+        "in all, over research's min of 6"
+    ]
+    assert result.before == result.after
+    assert "pods: no change" in render_what_if(result)
+
+
+def test_what_if_reclaims_when_a_min_grows() -> None:
+    state = live_cluster()
+    state.cohorts[0]["spec"]["min"] = {"cpu": "8"}
+    proposal = _docs(
+        """
+apiVersion: quotree.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: team-a, namespace: ns-a}
+spec: {parent: research, min: {cpu: "6"}, max: {cpu: "8"}}
+---
+apiVersion: quotree.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: team-b, namespace: ns-b}
+spec: {parent: research, min: {cpu: "1"}, max: {cpu: "8"}}
+"""
+    )
+    state.nodes.append(node("node-3", "8"))
+    result = what_if(state, proposal)
+    assert result.refused == []
+    assert result.after["nodes"]["team-a"]["runtime"]["cpu"] == "7"
+    assert result.after["pods"]["ns-b/b-1"]["state"] == "reclaimed"
+    assert result.after["pods"]["ns-a/a-2"]["state"] == "admitted"
+    assert "would be reclaimed" in render_what_if(result)
+
+
+def test_what_if_takes_only_tree_objects_and_nodes() -> None:
+    with pytest.raises(PluginError, match="what-if takes Cohort, ElasticQuota and Node"):
+        what_if(live_cluster(), _docs("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"))
+
+
+def test_cli_errors_are_one_line(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [unclosed\n")
+    assert main(["what-if", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kubectl quotree: error: ")
+    assert err.count("\n") == 1
+    monkeypatch.setenv("QUOTREE_KUBECTL", str(tmp_path / "no-such-kubectl"))
+    assert main(["tree"]) == 1
+    err = capsys.readouterr().err
+    assert "not found on PATH" in err
+    assert err.count("\n") == 1
+
+
+def test_waiting_pods_come_after_the_running_ones() -> None:
+    """All created in the same second: a gated pod named first must not take a runner's place."""
+    state = live_cluster()
+    for p in state.pods:
+        p["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    state.pods[2]["metadata"]["name"] = "a-0"  # the gated pod sorts first by name
+    order = [o for o, d in live_documents(state) if d.get("kind") == "Pod"]
+    assert order[-1] == "cluster Pod ns-a/a-0"
+    result = what_if(state, [])
+    assert result.before["pods"]["ns-a/a-1"]["state"] == "admitted"
+    assert result.before["pods"]["ns-a/a-0"]["state"] == "pending"
