@@ -94,3 +94,49 @@ def test_only_managed_namespaces_wait_for_the_operator(cluster: ModuleType, tmp_
             proc.stop()
         for name in (managed, plain):
             cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_pods_of_a_covered_namespace_are_gated_before_it_is_labelled(
+    cluster: ModuleType, tmp_path: Path
+) -> None:
+    """A quota lists a namespace that does not exist yet; one `kubectl apply` then creates
+    the namespace and a pod in it. The operator labels the namespace only after seeing it,
+    but the pod is gated and charged at once: the unlabelled namespaces' webhook asks the
+    engine which quota covers the namespace (configurations.py). Without it the pod would
+    run uncounted, past its quota's max."""
+    s = k.suffix()
+    home, later = f"home-{s}", f"later-{s}"
+    env = {
+        "KUBECONFIG": str(sa_kubeconfig(tmp_path)),
+        "QUOTREE_WEBHOOK_PORT": "19453",
+        "QUOTREE_CERT_DIR": str(tmp_path / "pki"),
+        "QUOTREE_IDENTITY": f"e2e-unlabelled-{s}",
+    }
+    operator = start_operator(env, log_name="operator-unlabelled")
+    try:
+        operator.wait_for_log(WEBHOOKS_READY, 60)
+        k.apply(k.namespace(home))
+        quota = k.quota(f"q-{s}", home, min={"cpu": "0"}, max={"cpu": "0"})
+        quota["spec"]["namespaces"] = [later]
+        k.apply(quota)
+        cluster.wait_until(
+            lambda: k.status("eq", f"q-{s}", home).get("conditions"), 30, "the quota's status"
+        )
+        both = "---\n".join(
+            [f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {later}}}\n"]
+            + [pod_manifest(f"p{i}", later) for i in range(3)]
+        )
+        accepted(apply_file(tmp_path, both))
+        for i in range(3):
+            pod = cluster.kubectl_json("-n", later, "get", "pod", f"p{i}")
+            assert {"name": GATE} in (pod["spec"].get("schedulingGates") or []), pod["spec"]
+            assert pod["metadata"]["labels"].get("quotree.io/quota-name") == f"q-{s}"
+        cluster.wait_until(lambda: _labelled(cluster, later) == "true", 30, "the label")
+        time.sleep(2)  # max 0: a decision round later, they still wait
+        for i in range(3):
+            pod = cluster.kubectl_json("-n", later, "get", "pod", f"p{i}")
+            assert {"name": GATE} in (pod["spec"].get("schedulingGates") or []), pod["spec"]
+    finally:
+        operator.stop()
+        for name in (home, later):
+            cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -15,6 +15,14 @@ are rewritten whenever Kopf rescans the cluster. Choices (docs/webhooks.md):
   UPDATE webhook is only called when a `quotree.io/*` label changes or the
   `quotree.io/admission` gate goes away, and never for the operator's own
   requests (`matchConditions`).
+- pods, CREATE, in every other namespace but the never-gated ones
+  (`pods-mutate-unlabelled`, same handler): `failurePolicy: Ignore` and a 2 s
+  timeout. A namespace a quota covers is labelled a moment after the operator
+  learns of it (a new quota, or a namespace a quota lists that is created
+  later, with its pods in the same `kubectl apply`); pods created in that moment
+  are gated all the same, since the handler asks the engine which quota covers
+  the namespace, not the label. While the operator is down these namespaces are
+  not held up (Ignore): nothing was gated there before it went down.
 - Cohorts and ElasticQuotas, CREATE/UPDATE/DELETE: `failurePolicy: Fail`
   (while the operator is down the tree cannot change, rather than change
   unchecked), 5 s timeout, not called for updates that leave `spec` alone
@@ -38,8 +46,10 @@ __all__ = [
     "ELASTICQUOTAS_VALIDATE",
     "NAMESPACES_VALIDATE",
     "PODS_MUTATE",
+    "PODS_MUTATE_UNLABELLED",
     "PODS_VALIDATE",
     "TIMEOUT_SECONDS",
+    "UNLABELLED_TIMEOUT_SECONDS",
     "build_configurations",
 ]
 
@@ -47,11 +57,15 @@ __all__ = [
 CONFIGURATION_NAME = "quotree.io"
 #: Handler ids; Kopf serves each at https://HOST:PORT/<id>.
 PODS_MUTATE = "pods-mutate"
+#: The second mutating webhook (unlabelled namespaces); served by the PODS_MUTATE handler.
+PODS_MUTATE_UNLABELLED = "pods-mutate-unlabelled"
 PODS_VALIDATE = "pods-validate"
 COHORTS_VALIDATE = "cohorts-validate"
 ELASTICQUOTAS_VALIDATE = "elasticquotas-validate"
 NAMESPACES_VALIDATE = "namespaces-validate"
 TIMEOUT_SECONDS = 5
+#: The unlabelled namespaces' pod webhook: short, since a slow answer there is ignored.
+UNLABELLED_TIMEOUT_SECONDS = 2
 
 _SPEC_CHANGED = (
     "request.operation != 'UPDATE' || has(object.spec) != has(oldObject.spec)"
@@ -161,6 +175,12 @@ def build_configurations(
         }
         pod_conditions.append(not_operator)
         namespace_conditions.append(not_operator)
+    unlabelled = {
+        "matchExpressions": [
+            {"key": MANAGED_LABEL, "operator": "NotIn", "values": ["true"]},
+            *selector["matchExpressions"],
+        ]
+    }
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -169,7 +189,14 @@ def build_configurations(
             {
                 **_webhook(PODS_MUTATE, client_config, pods_create, namespace_selector=selector),
                 "reinvocationPolicy": "Never",
-            }
+            },
+            {
+                **_webhook(PODS_MUTATE, client_config, pods_create, namespace_selector=unlabelled),
+                "name": f"{PODS_MUTATE_UNLABELLED}.{CONFIGURATION_NAME}",
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": UNLABELLED_TIMEOUT_SECONDS,
+                "reinvocationPolicy": "Never",
+            },
         ],
     }
     spec_changed = [{"name": "spec-changed", "expression": _SPEC_CHANGED}]

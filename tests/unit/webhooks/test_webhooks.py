@@ -433,7 +433,7 @@ def test_configurations_shape() -> None:
         never_gated=never_gated("quotree-system", ["monitoring"]),
         operator_username="quotree-admin",
     )
-    (pods_mutate,) = mutating["webhooks"]
+    pods_mutate, _unlabelled = mutating["webhooks"]
     assert pods_mutate["clientConfig"] == {
         "url": "https://127.0.0.1:9443/pods-mutate",
         "caBundle": "Q0E=",
@@ -470,6 +470,35 @@ def test_configurations_shape() -> None:
         "not-the-operator",
     }
     assert all(w["sideEffects"] == "None" for w in validating["webhooks"])
+
+
+def test_unlabelled_namespaces_are_mutated_too_but_never_held_up() -> None:
+    """A namespace a quota covers before the operator labelled it: its pods are still gated.
+
+    The second pod webhook covers every namespace without the managed label (never the
+    never-gated ones) and goes to the same handler, which asks the engine, not the label;
+    `Ignore` keeps those namespaces independent of the operator while it is down.
+    """
+    mutating, _ = configurations.build_configurations(
+        {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="},
+        never_gated=never_gated("quotree-system"),
+    )
+    managed, unlabelled = mutating["webhooks"]
+    assert unlabelled["name"] == "pods-mutate-unlabelled.quotree.io"
+    assert unlabelled["clientConfig"] == managed["clientConfig"]
+    assert unlabelled["rules"] == managed["rules"]
+    assert unlabelled["failurePolicy"] == "Ignore"
+    assert unlabelled["timeoutSeconds"] <= 2
+    assert unlabelled["namespaceSelector"] == {
+        "matchExpressions": [
+            {"key": "quotree.io/managed", "operator": "NotIn", "values": ["true"]},
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-node-lease", "kube-public", "kube-system", "quotree-system"],
+            },
+        ]
+    }
 
 
 def test_configurations_service_client_config() -> None:
