@@ -41,6 +41,9 @@ class PodRecord:
     victims: frozenset[str] = frozenset()  # pods being evicted so that this one fits
     reason_key: object = None  # the numbers behind `reason`: it is formatted only when they change
     preemptible: bool = True
+    #: the quotas it is charged to in the other trees (api.md, "Several trees"); `quota` is
+    #: the first tree's, the one whose pending queue holds it
+    also: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.preemptible = self.facts.preemptible
@@ -66,7 +69,16 @@ def least_important_first(record: PodRecord) -> tuple[int, float, str]:
 class QuotaPods:
     """The pods of one ElasticQuota: the pending queue, the admitted, what they hold."""
 
-    __slots__ = ("admitted", "evicting", "non_preemptible_used", "pending", "pending_keys", "room")
+    __slots__ = (
+        "admitted",
+        "also_pending",
+        "evicting",
+        "non_preemptible_used",
+        "pending",
+        "pending_keys",
+        "queued_in",
+        "room",
+    )
 
     def __init__(self) -> None:
         # Room (`admission.room`: the quota's and its ancestors') when the pending pods were
@@ -78,6 +90,27 @@ class QuotaPods:
         self.admitted: dict[str, PodRecord] = {}
         self.non_preemptible_used: dict[str, int] = {}
         self.evicting: dict[str, int] = {}  # requests of admitted pods being evicted
+        # Pending pods charged here that wait in another tree's quota queue (PodRecord.also),
+        # by key, and how many wait in each such quota: when this quota gets room, those
+        # quotas look at their pending pods again.
+        self.also_pending: set[str] = set()
+        self.queued_in: dict[str, int] = {}
+
+    def add_also_pending(self, record: PodRecord) -> None:
+        assert record.quota is not None
+        if record.key not in self.also_pending:
+            self.also_pending.add(record.key)
+            self.queued_in[record.quota] = self.queued_in.get(record.quota, 0) + 1
+
+    def remove_also_pending(self, record: PodRecord) -> None:
+        if record.key in self.also_pending:
+            assert record.quota is not None
+            self.also_pending.discard(record.key)
+            left = self.queued_in[record.quota] - 1
+            if left:
+                self.queued_in[record.quota] = left
+            else:
+                del self.queued_in[record.quota]
 
     def enqueue(self, record: PodRecord) -> None:
         bisect.insort(self.pending, (record.order(), record.key))

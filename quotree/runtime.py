@@ -30,7 +30,12 @@ from quotree.quantity import add_amounts
 from quotree.rules import Problem, tree_problems
 from quotree.structure import ROOT, Structure
 
-__all__ = ["ROOT", "QuotaTree"]
+__all__ = ["OUTSIDE", "ROOT", "QuotaTree"]
+
+#: The account, in one tree, of admitted pods that only other trees charge (api.md,
+#: "Several trees"): not a node, so, like pods of inactive quotas, what it holds is taken
+#: off the capacity this tree shares. The slash keeps it apart from object names.
+OUTSIDE = "quotree.io/other-trees"
 
 # parent -> {child whose demand changed: its demand at the last distribution} (None: redo all)
 _Dirty = dict[TreeNode, dict[TreeNode, int] | None]
