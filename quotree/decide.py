@@ -67,6 +67,11 @@ class Decider:
 
     # ------------------------------------------------------------ records
 
+    @property
+    def forest(self) -> bool:
+        """True when more than one tree is in play."""
+        return self._forest
+
     def tree_of(self, name: str) -> QuotaTree:
         """The tree Cohort or ElasticQuota `name` belongs to (the default tree if unknown)."""
         return self._tree_by_name.get(name, self.tree)
