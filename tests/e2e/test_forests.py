@@ -72,9 +72,12 @@ def test_a_pod_waits_for_its_project_quota_then_is_admitted(
             cluster,
             operator,
             "the namespace to be managed",
-            lambda: (cluster.kubectl_json("get", "namespace", namespace)["metadata"].get("labels"))
-            .get(MANAGED)
-            == "true",
+            lambda: (
+                (cluster.kubectl_json("get", "namespace", namespace)["metadata"].get("labels")).get(
+                    MANAGED
+                )
+                == "true"
+            ),
         )
         # `kubectl get eq` shows each quota's tree
         table = cluster.kubectl("get", "eq", "-n", namespace).stdout
@@ -119,8 +122,10 @@ def test_a_pod_waits_for_its_project_quota_then_is_admitted(
             cluster,
             operator,
             "the second pod to be admitted",
-            lambda: sorted(p["metadata"]["name"] for p in k.admitted_pods(namespace))
-            == ["first", "second"],
+            lambda: (
+                sorted(p["metadata"]["name"] for p in k.admitted_pods(namespace))
+                == ["first", "second"]
+            ),
         )
         assert k.status("eq", project, namespace)["used"] == {"cpu": "2"}
         assert k.status("coh", org)["used"] == {"cpu": "2"}
