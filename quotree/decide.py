@@ -57,6 +57,9 @@ class Decider:
         self.pods: dict[str, PodRecord] = {}
         self._quota_pods: dict[str, QuotaPods] = {}
         self._touched: set[str] = set()  # quotas whose pods or configuration changed
+        # Quotas of other trees that a pod left (or kept, its eviction refused): the queues
+        # of the pods also charged to them look again (`_waiting_behind`).
+        self._released_in: set[str] = set()
         self._over_since: dict[str, float] = {}  # quota -> since when used > runtime
         self._unresolved: dict[str, PodRecord] = {}  # gated pods no quota will take
         self._unannounced: dict[str, str] = {}  # their reasons, until the next decide()
@@ -105,6 +108,8 @@ class Decider:
 
     def _charge_outside(self, record: PodRecord, sign: int) -> None:
         """An admitted pod holds capacity in the trees that do not charge it too."""
+        if len(record.also) + 1 == len(self.trees):
+            return  # every tree charges it
         charged = {self.tree_of(q) for q in (record.quota, *record.also) if q}
         for tree in self.trees.values():
             if tree not in charged:
@@ -131,7 +136,8 @@ class Decider:
             for tree in self.trees.values():
                 if tree is not self.tree:
                     names |= tree.settle()
-            names |= self._waiting_behind(names)
+            released, self._released_in = self._released_in, set()
+            names |= self._waiting_behind(names | released)
         for name in sorted(names):
             evicted |= self._decide_quota(name, now, out, relabel=name in touched)
         return evicted

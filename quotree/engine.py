@@ -303,7 +303,6 @@ class Engine(Decider):
         for other in record.also:
             other_pods = self._quota_pods.setdefault(other, QuotaPods())
             self.tree_of(other).add_request(other, facts.request)
-            self._touched.add(other)
             if facts.gated:
                 other_pods.add_also_pending(record)
         if facts.gated:
@@ -335,7 +334,7 @@ class Engine(Decider):
         for other in record.also:
             other_pods = self._quota_pods[other]
             other_tree = self.tree_of(other)
-            self._touched.add(other)
+            self._released_in.add(other)
             other_tree.add_request(other, record.request, -1)
             other_pods.remove_also_pending(record)
             if other_pods.remove_admitted(record):
@@ -352,7 +351,7 @@ class Engine(Decider):
             if record.quota:
                 self._quota_pods[record.quota].room = None
                 self._touched.add(record.quota)
-                self._touched.update(record.also)
+                self._released_in.update(record.also)
 
     # ------------------------------------------------------------ views
 
