@@ -149,9 +149,7 @@ class Decider:
         for name in names:
             pods = self._quota_pods.get(name)
             if pods is not None and pods.queued_in:
-                for queue in pods.queued_in:
-                    self._quota_pods[queue].room = None
-                    woken.add(queue)
+                woken.update(pods.queued_in)  # their `room` holds this quota's room too
         return woken
 
     def _decide_quota(self, name: str, now: float, out: Decisions, *, relabel: bool) -> bool:
@@ -324,7 +322,7 @@ class Decider:
         if not pods.pending:
             return False
         path = self.tree_of(name).path_up(node)
-        room = admission.room(node, path, pods)
+        room = self._room(node, path, pods)
         before = pods.room
         if (
             not force
@@ -334,8 +332,27 @@ class Decider:
         ):
             return False
         evicted = self._scan_pending(name, node, path, pods, out)
-        pods.room = admission.room(node, path, pods)
+        pods.room = self._room(node, path, pods)
         return evicted
+
+    def _room(
+        self, node: TreeNode, path: list[TreeNode], pods: QuotaPods
+    ) -> dict[str, tuple[int, int, int]]:
+        """`admission.room` of the quota and, with several trees, of the quotas its pending
+        pods are also charged to (keys `<quota>/<resource>`): no pending pod can start to
+        fit unless one of them grew."""
+        room = admission.room(node, path, pods)
+        for other in pods.behind:
+            tree = self.tree_of(other)
+            other_node = tree.node(other)
+            if other_node is None or not other_node.is_quota:
+                continue  # its pods wait with the reason; it comes back through `changed`
+            other_room = admission.room(
+                other_node, tree.path_up(other_node), self._quota_pods[other]
+            )
+            for resource, amounts in other_room.items():
+                room[f"{other}/{resource}"] = amounts
+        return room
 
     def refresh_reasons(self) -> Decisions:
         """Bring every pending pod's reason up to date with the current numbers."""

@@ -72,6 +72,7 @@ class QuotaPods:
     __slots__ = (
         "admitted",
         "also_pending",
+        "behind",
         "evicting",
         "non_preemptible_used",
         "pending",
@@ -95,6 +96,9 @@ class QuotaPods:
         # quotas look at their pending pods again.
         self.also_pending: set[str] = set()
         self.queued_in: dict[str, int] = {}
+        # The other way round: the quotas of other trees that pods pending here are also
+        # charged to, with how many; their room is part of this queue's `room`.
+        self.behind: dict[str, int] = {}
 
     def add_also_pending(self, record: PodRecord) -> None:
         assert record.quota is not None
@@ -116,12 +120,20 @@ class QuotaPods:
         bisect.insort(self.pending, (record.order(), record.key))
         self.pending_keys.add(record.key)
         self.room = None
+        for other in record.also:
+            self.behind[other] = self.behind.get(other, 0) + 1
 
     def unqueue(self, record: PodRecord) -> None:
         """Take the pod out of the pending queue, if it is there."""
         key = record.key
         if key in self.pending_keys:
             self.pending_keys.discard(key)
+            for other in record.also:
+                left = self.behind[other] - 1
+                if left:
+                    self.behind[other] = left
+                else:
+                    del self.behind[other]
             index = bisect.bisect_left(self.pending, (record.order(), key))
             if index < len(self.pending) and self.pending[index][1] == key:
                 del self.pending[index]

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_properties import RESOURCES, Scenario, scenarios
 
+from quotree import admission
 from quotree.engine import Engine
 from quotree.models import NodeConfig, PodFacts
 from quotree.pods import PodRecord, PodState
@@ -102,7 +103,7 @@ class AdmissionWatch(SimulatedEngine):
             # it fits in every tree that charges it, the ancestors' checks included
             for name in charged:
                 assert fits(self.tree_of(name), name, record.request), (record.key, name)
-            # and each tree alone, seeing what runs now, would let it in too
+            # and each tree alone, holding the same pods, would let it in too
             for alone in ("org", "projects"):
                 assert admitted_alone(self, self.scenario, alone, record), (record.key, alone)
             self.checked += 1
@@ -110,18 +111,27 @@ class AdmissionWatch(SimulatedEngine):
 
 
 def admitted_alone(eng: Engine, forest: Forest, trees: str, candidate: PodRecord) -> bool:
-    """Does an engine with only one of the trees, the pods running now and `candidate`
-    admit `candidate`? (Pods its tree does not charge hold capacity as unmanaged ones.)"""
+    """Would one of the trees alone, holding the same pods (the running ones running, the
+    pending ones pending; pods its tree does not charge hold capacity as unmanaged ones),
+    let `candidate` in: its quota, the non-preemptible rule and every ancestor?"""
     alone = forest_engine(forest, Engine(reclaim_delay=1e9), trees=trees)
     for record in eng.pods.values():
         if record.state is PodState.ADMITTED:
-            running = dataclasses.replace(record.facts, gated=False, node_name="node-1")
-            alone.observe_pod(running)
-    alone.observe_pod(dataclasses.replace(candidate.facts, gated=True))
-    record = alone.pods[candidate.key]
-    if record.state is PodState.UNMANAGED:
+            alone.observe_pod(dataclasses.replace(record.facts, gated=False, node_name="node-1"))
+        elif record.state is PodState.PENDING:
+            alone.observe_pod(dataclasses.replace(record.facts, gated=True))
+    mine = alone.pods[candidate.key]
+    if mine.quota is None:
         return True  # that tree does not charge it at all
-    return candidate.key in {key for key, _ in alone.decide().admitted}
+    tree = alone.tree_of(mine.quota)
+    node = tree.node(mine.quota)
+    assert node is not None
+    pods = alone._quota_pods[mine.quota]
+    return not (
+        admission.shortfall(node, mine)
+        or admission.non_preemptible_shortfall(node, pods, mine)
+        or admission.ancestor_shortfall(tree.path_up(node), node, mine)
+    )
 
 
 @FOREST
