@@ -127,8 +127,15 @@ def test_a_pod_waits_for_its_project_quota_then_is_admitted(
                 == ["first", "second"]
             ),
         )
-        assert k.status("eq", project, namespace)["used"] == {"cpu": "2"}
-        assert k.status("coh", org)["used"] == {"cpu": "2"}
+        wait(
+            cluster,
+            operator,
+            "both trees to show the second pod in their status",
+            lambda: (
+                k.status("eq", project, namespace).get("used") == {"cpu": "2"}
+                and k.status("coh", org).get("used") == {"cpu": "2"}
+            ),
+        )
     finally:
+        # The namespace fixture and the module's hygiene remove the rest (Cohorts last).
         cluster.kubectl("-n", namespace, "delete", "pods", "--all", "--wait=false", check=False)
-        cluster.kubectl("delete", "cohort", org, "--wait=false", check=False)
