@@ -110,11 +110,18 @@ def test_a_pod_waits_for_its_project_quota_then_is_admitted(
         assert messages[0].startswith(expected), messages
         second = cluster.kubectl_json("-n", namespace, "get", "pod", "second")
         assert k.gated(second)
-        status = k.status("eq", project, namespace)
-        assert (status["admittedPods"], status["pendingPods"]) == (1, 1)
-        assert status["used"] == {"cpu": "1"}
-        team_status = k.status("eq", team, namespace)
-        assert (team_status["admittedPods"], team_status["pendingPods"]) == (1, 1)
+
+        def counts(name: str) -> tuple[Any, Any, Any]:
+            status = k.status("eq", name, namespace)
+            return status.get("admittedPods"), status.get("pendingPods"), status.get("used")
+
+        # Each quota's status counts the pods charged to it, in its own tree.
+        wait(
+            cluster,
+            operator,
+            "both quotas to count one admitted and one pending pod",
+            lambda: counts(project) == counts(team) == (1, 1, {"cpu": "1"}),
+        )
 
         # The project gets room: the pod is admitted.
         k.apply(k.quota(project, namespace, tree="projects", max={"cpu": "2"}))
