@@ -186,7 +186,8 @@ class QuotaTree:
 
     def _rebuild(self) -> None:
         structure = self.structure
-        problems = tree_problems(structure)
+        own = tree_problems(structure)
+        problems = dict(own)
         self.root = TreeNode(ROOT, None, 0)
         nodes: dict[str, TreeNode] = {}
         order: list[TreeNode] = []
@@ -200,7 +201,9 @@ class QuotaTree:
             if name in nodes or name in problems:
                 continue
             chain = structure.chain_up(name)
-            cause = next((problems[a] for a in chain if a in problems), None)
+            # The nearest ancestor whose own configuration is broken: the same words whatever
+            # order the objects came in.
+            cause = next((own[a] for a in chain if a in own), None)
             ancestor = chain[-1] if chain else config.parent
             problems[name] = Problem(
                 config.describe(),
