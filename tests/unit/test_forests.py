@@ -315,3 +315,30 @@ def test_every_tree_has_the_cluster_root_with_the_whole_capacity() -> None:
         tree.settle()
         assert tree.root.name == ROOT
         assert tree.root.runtime["x"] == 20
+
+
+def test_a_project_quota_that_is_inactive_holds_the_pod_with_its_problem() -> None:
+    eng = engine(quota("team", min=5), quota("proj", "missing", namespace="team", max=5, tree=P))
+    arrive(eng, pod("team", "t-1", 1))
+    assert eng.pods["team/t-1"].state is PodState.PENDING
+    assert eng.pods["team/t-1"].reason == (
+        "waiting: ElasticQuota proj: parent Cohort missing does not exist yet; the node stays "
+        "inactive until it does"
+    )
+    eng.set_config(cohort("missing", tree=P))
+    eng.decide()
+    assert eng.pods["team/t-1"].state is PodState.ADMITTED
+
+
+def test_a_project_quota_added_later_charges_the_pods_already_there() -> None:
+    eng = engine(quota("team", min=10), capacity=10, instant_evictions=False, reclaim_delay=30.0)
+    arrive(eng, pod("team", "t-1", 3), pod("team", "t-2", 3))
+    eng.set_config(quota("proj", namespace="team", max=4, tree=P))
+    arrive(eng, pod("team", "t-3", 1))
+    assert eng.pods["team/t-1"].also == ("proj",)
+    assert eng.report("proj").used == {"x": 6}  # running pods are charged, over its max
+    assert eng.pods["team/t-3"].state is PodState.PENDING
+    assert "does not fit in ElasticQuota proj (tree projects)" in eng.pods["team/t-3"].reason
+    # after the reclaim delay the project tree takes back what is over its max
+    evictions = eng.decide(now=31.0).evictions
+    assert [(e.pod, e.kind) for e in evictions] == [("team/t-2", "Reclaimed")]
