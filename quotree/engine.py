@@ -211,8 +211,11 @@ class Engine(Decider):
 
     def _reresolve(self, namespaces: set[str]) -> None:
         """After a quota change, pods of the namespaces it covers (or covered) may move."""
-        for namespace in namespaces:
-            for key in list(self._ns_pods.get(namespace, ())):
+        for namespace in sorted(namespaces):
+            # In the order they arrived: admitted ones are admitted again in that order, so
+            # which of them is "admitted last" (reclaim's order) does not depend on hashing.
+            keys = sorted(self._ns_pods.get(namespace, ()), key=lambda k: self.pods[k].arrival)
+            for key in keys:
                 record = self.pods[key]
                 now = self.resolve(record.facts.namespace, record.facts.labels)
                 if now.quota != record.quota or now.others != record.also:
