@@ -15,13 +15,19 @@ Figures:
   (c) `quotree simulate` of a burst of 10 pods per quota (10k quotas: the 100k-pod burst),
       in process and through the CLI on a generated file.
 
+With `--trees 2` a second tree (`projects`, api.md "Several trees") of the same shape
+covers the same namespaces, so every pod is charged to one quota in each tree and is
+admitted only when it fits in both.
+
 Run: .venv/bin/python bench/bench_engine.py [--sizes 1000,10000,100000] [--events 2000]
+     [--trees 1|2]
 Prints a Markdown section for bench/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import random
 import statistics
@@ -79,6 +85,24 @@ def build_configs(n: int) -> list[NodeConfig]:
     return configs
 
 
+def project_tree(configs: list[NodeConfig]) -> list[NodeConfig]:
+    """The same shape as a second tree: each project quota covers its org quota's namespace."""
+    out = []
+    for config in configs:
+        project = dataclasses.replace(
+            config,
+            name="p" + config.name,
+            parent="p" + config.parent if config.parent else None,
+            tree="projects",
+        )
+        if config.is_leaf:
+            project = dataclasses.replace(
+                project, namespace="p" + (config.namespace or ""), namespaces=(config.namespace,)
+            )
+        out.append(project)
+    return out
+
+
 def pod_request(contended: bool) -> dict[str, int]:
     factor = 0.15 if contended else 0.08  # x10 pods: 1.5x min, or 0.8x min
     request = {r: max(int(v * factor), 1) for r, v in RESOURCES.items()}
@@ -86,15 +110,16 @@ def pod_request(contended: bool) -> dict[str, int]:
     return {r: v for r, v in request.items() if v}
 
 
-def build_engine(n: int, contended: bool) -> tuple[Engine, list[PodFacts]]:
+def build_engine(n: int, contended: bool, trees: int = 1) -> tuple[Engine, list[PodFacts]]:
     engine = Engine(reclaim_delay=30.0)
     configs = build_configs(n)
-    for config in configs:
+    for config in configs + (project_tree(configs) if trees == 2 else []):
         engine.set_config(config)
     total_min = {r: v * n for r, v in RESOURCES.items()}
     capacity = total_min if contended else {r: 2 * v for r, v in total_min.items()}
     engine.set_cluster_node("pool", capacity)
-    engine.tree.settle()
+    for tree in engine.trees.values():
+        tree.settle()
     pods = []
     request = pod_request(contended)
     clock = 0.0
@@ -121,15 +146,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
-def bench_size(n: int, contended: bool, events: int, rnd: random.Random) -> dict[str, float]:
+def bench_size(
+    n: int, contended: bool, events: int, rnd: random.Random, trees: int = 1
+) -> dict[str, float]:
     start = time.perf_counter()
-    engine, pods = build_engine(n, contended)
+    engine, pods = build_engine(n, contended, trees)
     build = time.perf_counter() - start
     full = []
     for _ in range(3):
         t0 = time.perf_counter()
-        engine.tree.recompute()
-        engine.tree.settle()
+        for tree in engine.trees.values():
+            tree.recompute()
+            tree.settle()
         full.append(time.perf_counter() - t0)
     engine.decide(1.0)
     costs = []
@@ -221,6 +249,9 @@ def main() -> None:
     parser.add_argument(
         "--burst-contended", default="1000", help="quota counts for the contended bursts"
     )
+    parser.add_argument(
+        "--trees", type=int, choices=(1, 2), default=1, help="2: a project tree over the same pods"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     bursts = {
@@ -230,12 +261,13 @@ def main() -> None:
     rnd = random.Random(7)
     print(
         f"## Engine ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
-        f"{platform.python_implementation()} {platform.python_version()})\n"
+        f"{platform.python_implementation()} {platform.python_version()}, "
+        f"{args.trees} tree{'s' if args.trees > 1 else ''})\n"
     )
     for regime, contended in (("roomy", False), ("contended", True)):
         if not sizes:
             break
-        rows = {n: bench_size(n, contended, args.events, rnd) for n in sizes}
+        rows = {n: bench_size(n, contended, args.events, rnd, args.trees) for n in sizes}
         print(f"### (a), (b): {regime}\n")
         print(
             "| quotas | build s | (a) full runtime s | (b) event p50 ms | (b) event p99 ms "

@@ -18,7 +18,7 @@ from quotree.models import (
     pod_facts,
 )
 from quotree.quantity import UNLIMITED, QuantityError, format_quantity, parse_quantity
-from quotree.rules import Verdict, check_apply, check_delete
+from quotree.rules import Verdict, check_apply, check_apply_forest, check_delete
 from quotree.runtime import QuotaTree
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "Resolution",
     "Verdict",
     "check_apply",
+    "check_apply_forest",
     "check_delete",
     "format_quantity",
     "parse_node",

@@ -79,8 +79,14 @@ class Lender:
     seconds: float | None  # until its reclaim; None: its pods are already being evicted
 
 
-def ancestor_label(ancestor: TreeNode) -> str:
-    return "the cluster" if ancestor.config is None else ancestor.config.describe()
+def ancestor_label(ancestor: TreeNode, tree: str | None = None) -> str:
+    label = "the cluster" if ancestor.config is None else ancestor.config.describe()
+    return label + tree_tag(tree)
+
+
+def tree_tag(tree: str | None) -> str:
+    """` (tree projects)` after a node's name in a reason, when it is not the default tree's."""
+    return f" (tree {tree})" if tree else ""
 
 
 def why_waits(
@@ -88,8 +94,11 @@ def why_waits(
     record: PodRecord,
     short: Mapping[str, int],
     lenders: list[Lender],
+    *,
+    tree: str | None = None,
 ) -> str:
-    """The Pending reason of a pod that fits its quota but not an ancestor (lent quota)."""
+    """The Pending reason of a pod that fits its quota but not an ancestor (lent quota);
+    `tree` names the ancestor's tree when it is not the default one."""
     bound = "capacity" if ancestor.config is None else "runtime"
     parts = []
     for resource in sorted(short):
@@ -113,7 +122,10 @@ def why_waits(
             "waits until pods below it finish (held by non-preemptible pods or outside quotree)"
         )
     return (
-        f"does not fit in {ancestor_label(ancestor)}: " + "; ".join(parts) + "; " + "; ".join(waits)
+        f"does not fit in {ancestor_label(ancestor, tree)}: "
+        + "; ".join(parts)
+        + "; "
+        + "; ".join(waits)
     )
 
 
@@ -176,8 +188,10 @@ def why_not(
     short: Mapping[str, int],
     *,
     non_preemptible: bool = False,
+    tree: str | None = None,
 ) -> str:
-    """The Pending reason of a pod that does not fit, with the numbers."""
+    """The Pending reason of a pod that does not fit, with the numbers; `tree` names the
+    quota's tree when it is not the default one."""
     parts = []
     for resource in sorted(short):
         request = format_quantity(record.request.get(resource, 0), resource)
@@ -196,7 +210,7 @@ def why_not(
                 f"{resource}: used {used} + request {request} > runtime {runtime}"
                 f" (min {format_quantity(node.min[resource], resource)}{limit})"
             )
-    return f"does not fit in ElasticQuota {name}: " + "; ".join(parts)
+    return f"does not fit in ElasticQuota {name}{tree_tag(tree)}: " + "; ".join(parts)
 
 
 def waiting_for_victims(record: PodRecord) -> str:

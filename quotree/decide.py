@@ -24,8 +24,9 @@ from quotree.eviction import (
     reclaim_reason,
     reclaim_victims,
 )
+from quotree.models import DEFAULT_TREE
 from quotree.pods import PodRecord, PodState, QuotaPods
-from quotree.runtime import QuotaTree
+from quotree.runtime import OUTSIDE, QuotaTree
 
 __all__ = ["Decider", "Decisions"]
 
@@ -47,24 +48,47 @@ class Decider:
     """The engine's records and the decisions taken on them; `Engine` feeds the records."""
 
     def __init__(self, reclaim_delay: float) -> None:
+        #: The default tree; `trees` holds every tree by name (api.md, "Several trees").
         self.tree = QuotaTree()
+        self.trees: dict[str, QuotaTree] = {DEFAULT_TREE: self.tree}
+        self._tree_by_name: dict[str, QuotaTree] = {}  # node name -> its tree, when not default
+        self._forest = False  # more than one tree: the forest paths below are taken
         self.reclaim_delay = reclaim_delay
         self.pods: dict[str, PodRecord] = {}
         self._quota_pods: dict[str, QuotaPods] = {}
         self._touched: set[str] = set()  # quotas whose pods or configuration changed
+        # Quotas of other trees that a pod left (or kept, its eviction refused): the queues
+        # of the pods also charged to them look again (`_waiting_behind`).
+        self._released_in: set[str] = set()
         self._over_since: dict[str, float] = {}  # quota -> since when used > runtime
         self._unresolved: dict[str, PodRecord] = {}  # gated pods no quota will take
         self._unannounced: dict[str, str] = {}  # their reasons, until the next decide()
         self._waiting_on_ancestor: set[str] = set()  # quotas with pods that wait for lent quota
-        self._lenders: dict[str, list[admission.Lender]] = {}  # per ancestor, this round
+        self._lenders: dict[TreeNode, list[admission.Lender]] = {}  # per ancestor, this round
         self._now = 0.0
         self._admissions = itertools.count(1)
 
     # ------------------------------------------------------------ records
 
+    @property
+    def forest(self) -> bool:
+        """True when more than one tree is in play."""
+        return self._forest
+
+    def tree_of(self, name: str) -> QuotaTree:
+        """The tree Cohort or ElasticQuota `name` belongs to (the default tree if unknown)."""
+        return self._tree_by_name.get(name, self.tree)
+
+    def _tree_name(self, node: TreeNode) -> str | None:
+        """The node's tree for reasons, None for the default tree."""
+        config = node.config
+        return config.tree if config is not None and config.tree != DEFAULT_TREE else None
+
     def _set_evicting(self, record: PodRecord, evicting: bool) -> None:
         assert record.quota is not None
         self._quota_pods[record.quota].set_evicting(record, evicting)
+        for other in record.also:
+            self._quota_pods[other].set_evicting(record, evicting)
 
     def _admit(self, record: PodRecord, message: str) -> None:
         assert record.quota is not None
@@ -73,7 +97,23 @@ class Decider:
         record.reason = message
         record.victims = frozenset()
         self._quota_pods[record.quota].add_admitted(record)
-        self.tree.add_used(record.quota, record.request)
+        self.tree_of(record.quota).add_used(record.quota, record.request)
+        if self._forest:
+            for other in record.also:
+                pods = self._quota_pods[other]
+                pods.remove_also_pending(record)
+                pods.add_admitted(record)
+                self.tree_of(other).add_used(other, record.request)
+            self._charge_outside(record, 1)
+
+    def _charge_outside(self, record: PodRecord, sign: int) -> None:
+        """An admitted pod holds capacity in the trees that do not charge it too."""
+        if len(record.also) + 1 == len(self.trees):
+            return  # every tree charges it
+        charged = {self.tree_of(q) for q in (record.quota, *record.also) if q}
+        for tree in self.trees.values():
+            if tree not in charged:
+                tree.add_used(OUTSIDE, record.request, sign)
 
     # ------------------------------------------------------------ decisions
 
@@ -91,20 +131,38 @@ class Decider:
         out.pending.update(self._unannounced)
         self._unannounced = {}
         evicted = False
-        for name in sorted(changed | touched | set(self._over_since) | self._waiting_on_ancestor):
+        names = changed | touched | set(self._over_since) | self._waiting_on_ancestor
+        if self._forest:
+            for tree in self.trees.values():
+                if tree is not self.tree:
+                    names |= tree.settle()
+            released, self._released_in = self._released_in, set()
+            names |= self._waiting_behind(names | released)
+        for name in sorted(names):
             evicted |= self._decide_quota(name, now, out, relabel=name in touched)
         return evicted
 
+    def _waiting_behind(self, names: set[str]) -> set[str]:
+        """The quotas whose pending pods are also charged to one of `names` (in another
+        tree): when that quota changes, they look at their pending pods again."""
+        woken: set[str] = set()
+        for name in names:
+            pods = self._quota_pods.get(name)
+            if pods is not None and pods.queued_in:
+                woken.update(pods.queued_in)  # their `room` holds this quota's room too
+        return woken
+
     def _decide_quota(self, name: str, now: float, out: Decisions, *, relabel: bool) -> bool:
         pods = self._quota_pods.get(name)
-        node = self.tree.node(name)
+        tree = self.tree_of(name)
+        node = tree.node(name)
         if pods is None:
             self._over_since.pop(name, None)
             return False
         if node is None or not node.is_quota:
             self._over_since.pop(name, None)
             pods.room = None  # when it comes back, look at its pods again
-            problem = self.tree.problems.get(name)
+            problem = tree.problems.get(name)
             why = problem.message if problem else f"ElasticQuota {name} does not exist"
             for _, key in pods.pending:
                 self._set_reason(self.pods[key], f"waiting: {why}", out)
@@ -114,7 +172,7 @@ class Decider:
         evicted |= self._admit_pending(name, node, pods, out)
         if relabel or evicted or admitted_before != len(pods.admitted):
             for record, label in admission.capacity_labels(node, pods):
-                if record.capacity != label:
+                if record.capacity != label and record.quota == name:  # its first tree's
                     record.capacity = label
                     out.labels[record.key] = label
         return evicted
@@ -140,7 +198,15 @@ class Decider:
         if record.reason_key == key:
             return
         pods = self._quota_pods[name]
-        reason = admission.why_not(name, node, pods, record, short, non_preemptible=non_preemptible)
+        reason = admission.why_not(
+            name,
+            node,
+            pods,
+            record,
+            short,
+            non_preemptible=non_preemptible,
+            tree=self._tree_name(node) if self._forest else None,
+        )
         record.reason_key = key
         if record.reason != reason:
             record.reason = reason
@@ -159,27 +225,37 @@ class Decider:
             return False
         self._waiting_on_ancestor.add(name)
         ancestor, short = blocked
-        lenders = self._lent(ancestor, short)
+        tree = self.tree_of(name)
+        lenders = self._lent(ancestor, short, tree)
         key = (
             "ancestor",
+            id(tree),
             ancestor.name,
             tuple((r, short[r], ancestor.used[r], ancestor.runtime[r]) for r in short),
             tuple((x.quota, x.resource, x.amount, x.seconds is None) for x in lenders),
         )
         if record.reason_key != key:
-            reason = admission.why_waits(ancestor, record, short, lenders)
+            reason = admission.why_waits(
+                ancestor,
+                record,
+                short,
+                lenders,
+                tree=self._tree_name(node) if self._forest else None,
+            )
             record.reason_key = key
             if record.reason != reason:
                 record.reason = reason
                 out.pending[record.key] = reason
         return True
 
-    def _lent(self, ancestor: TreeNode, short: Mapping[str, int]) -> list[admission.Lender]:
+    def _lent(
+        self, ancestor: TreeNode, short: Mapping[str, int], tree: QuotaTree
+    ) -> list[admission.Lender]:
         """What the quotas below `ancestor` hold above their runtime in `short`'s resources."""
-        lenders = self._lenders.get(ancestor.name)
+        lenders = self._lenders.get(ancestor)
         if lenders is None:
             lenders = []
-            for quota in self.tree.quotas_below(ancestor):
+            for quota in tree.quotas_below(ancestor):
                 pods = self._quota_pods.get(quota.name)
                 evicting = pods.evicting if pods else {}
                 for resource in quota.resources:
@@ -192,7 +268,7 @@ class Decider:
                     else:
                         seconds = None
                     lenders.append(admission.Lender(quota.name, resource, excess, seconds))
-            self._lenders[ancestor.name] = lenders
+            self._lenders[ancestor] = lenders
         out = []
         missing = dict(short)
         for lender in lenders:
@@ -245,8 +321,8 @@ class Decider:
     ) -> bool:
         if not pods.pending:
             return False
-        path = self.tree.path_up(node)
-        room = admission.room(node, path, pods)
+        path = self.tree_of(name).path_up(node)
+        room = self._room(node, path, pods)
         before = pods.room
         if (
             not force
@@ -256,14 +332,33 @@ class Decider:
         ):
             return False
         evicted = self._scan_pending(name, node, path, pods, out)
-        pods.room = admission.room(node, path, pods)
+        pods.room = self._room(node, path, pods)
         return evicted
+
+    def _room(
+        self, node: TreeNode, path: list[TreeNode], pods: QuotaPods
+    ) -> dict[str, tuple[int, int, int]]:
+        """`admission.room` of the quota and, with several trees, of the quotas its pending
+        pods are also charged to (keys `<quota>/<resource>`): no pending pod can start to
+        fit unless one of them grew."""
+        room = admission.room(node, path, pods)
+        for other in pods.behind:
+            tree = self.tree_of(other)
+            other_node = tree.node(other)
+            if other_node is None or not other_node.is_quota:
+                continue  # its pods wait with the reason; it comes back through `changed`
+            other_room = admission.room(
+                other_node, tree.path_up(other_node), self._quota_pods[other]
+            )
+            for resource, amounts in other_room.items():
+                room[f"{other}/{resource}"] = amounts
+        return room
 
     def refresh_reasons(self) -> Decisions:
         """Bring every pending pod's reason up to date with the current numbers."""
         out = Decisions()
         for name, pods in self._quota_pods.items():
-            node = self.tree.node(name)
+            node = self.tree_of(name).node(name)
             if node is not None and node.is_quota:
                 self._admit_pending(name, node, pods, out, force=True)
         return out
@@ -285,7 +380,9 @@ class Decider:
                 continue
             short = admission.shortfall(node, record)
             if not short:
-                if not self._waits_for_ancestor(name, path, node, record, out):
+                if not self._waits_for_ancestor(
+                    name, path, node, record, out
+                ) and not self._waits_in_other_tree(name, record, out):
                     self._admit(record, f"fits in ElasticQuota {name}")
                     out.admitted.append((key, admission.fit_message(name, node, record)))
                 continue
@@ -319,9 +416,47 @@ class Decider:
                     # took effect at once (the simulator): then the pod may fit now.
                     if admission.shortfall(node, record):
                         self._set_reason(record, admission.waiting_for_victims(record), out)
-                    elif not self._waits_for_ancestor(name, path, node, record, out):
+                    elif not self._waits_for_ancestor(
+                        name, path, node, record, out
+                    ) and not self._waits_in_other_tree(name, record, out):
                         self._admit(record, f"fits in ElasticQuota {name} after preemption")
                         out.admitted.append((key, admission.fit_message(name, node, record)))
                     continue
             self._set_why(name, node, record, short, out)
         return evicted
+
+    def _waits_in_other_tree(self, name: str, record: PodRecord, out: Decisions) -> bool:
+        """The pod fits its first tree; does it fit its quota (and that quota's ancestors)
+        in every other tree that charges it? If not it waits, with a reason that names the
+        quota and its tree (api.md, "Several trees")."""
+        for other in record.also:
+            tree = self.tree_of(other)
+            node = tree.node(other)
+            if node is None or not node.is_quota:
+                problem = tree.problems.get(other)
+                why = problem.message if problem else f"ElasticQuota {other} does not exist"
+                self._set_reason(record, f"waiting: {why}", out)
+                return True
+            label = self._tree_name(node)
+            pods = self._quota_pods[other]
+            short = admission.non_preemptible_shortfall(node, pods, record)
+            if short:
+                reason = admission.why_not(
+                    other, node, pods, record, short, non_preemptible=True, tree=label
+                )
+                self._set_reason(record, reason, out)
+                return True
+            short = admission.shortfall(node, record)
+            if short:
+                reason = admission.why_not(other, node, pods, record, short, tree=label)
+                self._set_reason(record, reason, out)
+                return True
+            blocked = admission.ancestor_shortfall(tree.path_up(node), node, record)
+            if blocked is not None:
+                self._waiting_on_ancestor.add(name)
+                ancestor, short = blocked
+                lenders = self._lent(ancestor, short, tree)
+                reason = admission.why_waits(ancestor, record, short, lenders, tree=label)
+                self._set_reason(record, reason, out)
+                return True
+        return False

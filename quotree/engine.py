@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 
 from quotree.decide import Decider, Decisions
 from quotree.eviction import Eviction
-from quotree.models import NodeConfig, PodFacts
+from quotree.models import DEFAULT_TREE, NodeConfig, PodFacts
 from quotree.pods import PodRecord, PodState, QuotaPods
+from quotree.quantity import add_amounts
 from quotree.resolution import (
     DEFAULT_SYSTEM_NAMESPACES,
     Coverage,
@@ -28,6 +29,8 @@ from quotree.resolution import (
     namespaces_of,
     never_gated,
 )
+from quotree.rules import Problem
+from quotree.runtime import OUTSIDE, QuotaTree
 from quotree.status import NodeReport, node_report
 
 __all__ = [
@@ -57,6 +60,11 @@ class Engine(Decider):
         self.system_namespaces = never_gated(None, system_namespaces)
         self.coverage = Coverage(self.system_namespaces, default_quota)
         self._cluster_nodes: dict[str, dict[str, int]] = {}
+        self._capacity: dict[str, int] = {}
+        self._unmanaged: dict[str, int] = {}  # requests of bound pods no tree charges
+        # Objects whose name another tree already holds (rule 6 across trees, the webhook
+        # bypassed): the engine keeps the first, and takes these when it goes.
+        self._shadowed: dict[str, list[NodeConfig]] = {}
         self._ns_pods: dict[str, set[str]] = {}  # namespace -> keys of its pods
         self._arrivals = itertools.count()
 
@@ -64,10 +72,15 @@ class Engine(Decider):
 
     def set_config(self, config: NodeConfig) -> None:
         """A Cohort or ElasticQuota was added or changed."""
-        old = self.tree.structure.object(config.name, config.kind, config.namespace)
+        home = self.tree_of(config.name)
+        old = home.structure.object(config.name, config.kind, config.namespace)
         if old == config:
             return  # e.g. our own status write coming back through the watch
-        self.tree.set_config(config)
+        if config.tree != DEFAULT_TREE or self._forest:
+            if self._set_forest_config(config, home, old):
+                return
+        else:
+            self.tree.set_config(config)
         if old is not None:
             self.coverage.remove(old)
         if config.is_leaf:
@@ -75,33 +88,137 @@ class Engine(Decider):
         self._touched.add(config.name)
         self._reresolve(namespaces_of(old) | namespaces_of(config))
 
+    # ------------------------------------------------------------ several trees
+
+    def _set_forest_config(
+        self, config: NodeConfig, home: QuotaTree, old: NodeConfig | None
+    ) -> bool:
+        """`set_config` when more than one tree is in play; True when nothing more is to do."""
+        name = config.name
+        target = self._grow_tree(config.tree)
+        if home is not target and name in home.structure:
+            if old is None:
+                # Another object holds the name in another tree: keep the first (rule 6).
+                shadowed = self._shadowed.setdefault(name, [])
+                shadowed[:] = [
+                    c for c in shadowed if (c.kind, c.namespace) != (config.kind, config.namespace)
+                ]
+                shadowed.append(config)
+                return True
+            # The object moves to another tree: its pods are charged anew.
+            moved = self._release_pods_of(name)
+            home.remove_config(name, config.kind, config.namespace)
+            target.set_config(config)
+            self._tree_by_name[name] = target
+            self.coverage.remove(old)
+            if config.is_leaf:
+                self.coverage.add(config)
+            self._touched.add(name)
+            for facts in moved:
+                self.observe_pod(facts)
+            self._reresolve(namespaces_of(old) | namespaces_of(config))
+            return True
+        target.set_config(config)
+        if target is not self.tree:
+            self._tree_by_name[name] = target
+        return False
+
+    def _grow_tree(self, tree: str) -> QuotaTree:
+        """The tree called `tree`, made (with the cluster's capacity and what is already
+        admitted, which it does not charge) when it is new."""
+        existing = self.trees.get(tree)
+        if existing is not None:
+            return existing
+        new = QuotaTree()
+        new.set_capacity(self._capacity)
+        new.add_unmanaged(self._unmanaged)
+        for record in self.pods.values():
+            if record.state is PodState.ADMITTED:
+                new.add_used(OUTSIDE, record.request)
+        self.trees[tree] = new
+        self._forest = True
+        return new
+
+    def _release_pods_of(self, name: str) -> list[PodFacts]:
+        """Forget every pod charged to quota `name`; their facts, to be observed again."""
+        facts = []
+        for record in list(self.pods.values()):
+            if name == record.quota or name in record.also:
+                pod = record.facts
+                if record.state is PodState.ADMITTED and pod.gated:
+                    pod = dataclasses.replace(pod, gated=False)
+                self.forget_pod(record.key)
+                facts.append(pod)
+        return facts
+
+    def _add_unmanaged(self, request: Mapping[str, int], sign: int = 1) -> None:
+        add_amounts(self._unmanaged, request, sign)
+        for tree in self.trees.values():
+            tree.add_unmanaged(request, sign)
+
+    def all_configs(self) -> dict[str, NodeConfig]:
+        """Every Cohort and ElasticQuota the engine holds, by name, over all trees."""
+        if not self._forest:
+            return dict(self.tree.configs())
+        out: dict[str, NodeConfig] = {}
+        for tree in self.trees.values():
+            out.update(tree.configs())
+        return out
+
+    def tree_configs(self) -> dict[str, Mapping[str, NodeConfig]]:
+        """Each tree's Cohorts and ElasticQuotas by name (the `Structure`), by tree name."""
+        return {name: tree.configs() for name, tree in self.trees.items()}
+
+    def problems(self) -> dict[str, Problem]:
+        """Nodes outside the live trees, by name, and why (every tree)."""
+        out: dict[str, Problem] = {}
+        for tree in self.trees.values():
+            out.update(tree.problems)
+        return out
+
     def remove_config(
         self, name: str, *, kind: str | None = None, namespace: str | None = None
     ) -> None:
         """A Cohort or ElasticQuota is gone: the one of `kind` in `namespace` (kind None:
         every object called `name`). Another object of the same name stays."""
+        shadowed = self._shadowed.get(name)
+        if shadowed:
+            shadowed[:] = [
+                c
+                for c in shadowed
+                if kind is not None and (c.kind, c.namespace) != (kind, namespace)
+            ]
+        home = self.tree_of(name)
         gone = [
             o
-            for o in self.tree.structure.objects(name)
+            for o in home.structure.objects(name)
             if kind is None or (o.kind, o.namespace) == (kind, namespace)
         ]
-        self.tree.remove_config(name, kind, namespace)
+        home.remove_config(name, kind, namespace)
         namespaces: set[str] = set()
         for old in gone:
             self.coverage.remove(old)
             namespaces |= namespaces_of(old)
-        for other in self.tree.structure.objects(name):
+        for other in home.structure.objects(name):
             if other.is_leaf:
                 self.coverage.add(other)  # it may share namespaces with the one removed
+        if name not in home.structure:
+            self._tree_by_name.pop(name, None)
         self._touched.add(name)
         self._reresolve(namespaces)
+        if shadowed and name not in home.structure:
+            self.set_config(shadowed.pop(0))  # the name is free: the next object takes it
 
     def _reresolve(self, namespaces: set[str]) -> None:
         """After a quota change, pods of the namespaces it covers (or covered) may move."""
-        for namespace in namespaces:
-            for key in list(self._ns_pods.get(namespace, ())):
+        for namespace in sorted(namespaces):
+            # In the order they arrived: admitted ones are admitted again in that order, so
+            # which of them is "admitted last" (reclaim's order) does not depend on hashing.
+            keys = sorted(self._ns_pods.get(namespace, ()), key=lambda k: self.pods[k].arrival)
+            for key in keys:
                 record = self.pods[key]
-                if self.resolve(record.facts.namespace, record.facts.labels).quota != record.quota:
+                now = self.resolve(record.facts.namespace, record.facts.labels)
+                if now.quota != record.quota or now.others != record.also:
                     facts = record.facts
                     if record.state is PodState.ADMITTED and facts.gated:
                         # Admitted, its gate removal not seen yet: it runs without the gate.
@@ -119,13 +236,15 @@ class Engine(Decider):
         for amounts in self._cluster_nodes.values():
             for resource, amount in amounts.items():
                 total[resource] = total.get(resource, 0) + amount
-        self.tree.set_capacity(total)
+        self._capacity = total
+        for tree in self.trees.values():
+            tree.set_capacity(total)
 
     # ------------------------------------------------------------ resolution
 
-    def covering(self, namespace: str) -> list[str]:
-        """The ElasticQuotas whose namespaces include `namespace`, by name."""
-        return self.coverage.covering(namespace)
+    def covering(self, namespace: str, tree: str = DEFAULT_TREE) -> list[str]:
+        """The ElasticQuotas of `tree` whose namespaces include `namespace`, by name."""
+        return self.coverage.covering(namespace, tree)
 
     def resolve(self, namespace: str, labels: Mapping[str, str]) -> Resolution:
         """Which quota a pod of `namespace` with `labels` is charged to (the API's "Pods" rules)."""
@@ -153,7 +272,7 @@ class Engine(Decider):
                 and facts.node_name
                 and not record.facts.node_name
             ):
-                self.tree.add_unmanaged(facts.request)  # bound now: it holds capacity
+                self._add_unmanaged(facts.request)  # bound now: it holds capacity
             record.facts = facts
             record.preemptible = facts.preemptible
             if facts.deleting and record.state is PodState.ADMITTED and not record.evicting:
@@ -167,9 +286,11 @@ class Engine(Decider):
             self.pods[key] = record
             self._ns_pods.setdefault(facts.namespace, set()).add(key)
             if facts.node_name:
-                self.tree.add_unmanaged(facts.request)
+                self._add_unmanaged(facts.request)
             return record
-        record = PodRecord(facts, quota, PodState.PENDING, next(self._arrivals))
+        record = PodRecord(
+            facts, quota, PodState.PENDING, next(self._arrivals), also=resolution.others
+        )
         self.pods[key] = record
         self._ns_pods.setdefault(facts.namespace, set()).add(key)
         if quota is None:
@@ -180,8 +301,13 @@ class Engine(Decider):
             self._unannounced[key] = record.reason
             return record
         pods = self._quota_pods.setdefault(quota, QuotaPods())
-        self.tree.add_request(quota, facts.request)
+        self.tree_of(quota).add_request(quota, facts.request)
         self._touched.add(quota)
+        for other in record.also:
+            other_pods = self._quota_pods.setdefault(other, QuotaPods())
+            self.tree_of(other).add_request(other, facts.request)
+            if facts.gated:
+                other_pods.add_also_pending(record)
         if facts.gated:
             pods.enqueue(record)
         else:
@@ -198,14 +324,26 @@ class Engine(Decider):
         self._unannounced.pop(key, None)
         if record.quota is None:
             if record.state is PodState.UNMANAGED and record.facts.node_name:
-                self.tree.add_unmanaged(record.request, -1)
+                self._add_unmanaged(record.request, -1)
             return record
         pods = self._quota_pods[record.quota]
         self._touched.add(record.quota)
-        self.tree.add_request(record.quota, record.request, -1)
+        tree = self.tree_of(record.quota)
+        tree.add_request(record.quota, record.request, -1)
         pods.unqueue(record)
-        if pods.remove_admitted(record):
-            self.tree.add_used(record.quota, record.request, -1)
+        admitted = pods.remove_admitted(record)
+        if admitted:
+            tree.add_used(record.quota, record.request, -1)
+        for other in record.also:
+            other_pods = self._quota_pods[other]
+            other_tree = self.tree_of(other)
+            self._released_in.add(other)
+            other_tree.add_request(other, record.request, -1)
+            other_pods.remove_also_pending(record)
+            if other_pods.remove_admitted(record):
+                other_tree.add_used(other, record.request, -1)
+        if admitted and self._forest:
+            self._charge_outside(record, -1)
         return record
 
     def eviction_refused(self, key: str) -> None:
@@ -216,15 +354,17 @@ class Engine(Decider):
             if record.quota:
                 self._quota_pods[record.quota].room = None
                 self._touched.add(record.quota)
+                self._released_in.update(record.also)
 
     # ------------------------------------------------------------ views
 
     def report(self, name: str) -> NodeReport:
         """status for a Cohort or ElasticQuota: request (demand), runtime, used, pod counts."""
-        config = self.tree.config(name)
+        tree = self.tree_of(name)
+        config = tree.config(name)
         covered = namespaces_of(config)
         unresolved = sum(1 for r in self._unresolved.values() if r.facts.namespace in covered)
-        return node_report(self.tree, self._quota_pods, name, unresolved=unresolved)
+        return node_report(tree, self._quota_pods, name, unresolved=unresolved)
 
     def unresolved_pods(self) -> list[PodRecord]:
         """Gated pods no quota will take, each with its reason (counted in the pendingPods

@@ -21,6 +21,7 @@ from quotree.quantity import QuantityError, add_amounts, parse_quantity
 __all__ = [
     "ADMISSION_GATE",
     "CAPACITY_LABEL",
+    "DEFAULT_TREE",
     "GROUP",
     "MANAGED_LABEL",
     "PREEMPTIBLE_LABEL",
@@ -35,6 +36,7 @@ __all__ = [
     "effective_request",
     "parse_node",
     "pod_facts",
+    "quota_label",
 ]
 
 GROUP = "quotree.io"
@@ -43,6 +45,17 @@ QUOTA_LABEL = "quotree.io/quota-name"
 PREEMPTIBLE_LABEL = "quotree.io/preemptible"
 CAPACITY_LABEL = "quotree.io/capacity"
 ADMISSION_GATE = "quotree.io/admission"
+#: The tree of a Cohort or ElasticQuota that sets no `spec.tree` (api.md, "Several trees").
+DEFAULT_TREE = "default"
+#: Tree names: a DNS label short enough that `quotree.io/quota-name.<tree>` is a label key.
+_TREE_NAME = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,50}[a-z0-9])?$")
+
+
+def quota_label(tree: str) -> str:
+    """The pod label that picks the ElasticQuota a pod is charged to in `tree`."""
+    return QUOTA_LABEL if tree == DEFAULT_TREE else f"{QUOTA_LABEL}.{tree}"
+
+
 #: On every namespace some ElasticQuota covers (api.md, "Managed namespaces"); set and
 #: removed by the operator only. The pod webhooks select namespaces by it.
 MANAGED_LABEL = "quotree.io/managed"
@@ -93,6 +106,11 @@ class _NodeSpec(BaseModel):
     parent: str | None = Field(
         default=None, description="The parent Cohort; omitted: a top-level node."
     )
+    tree: str = Field(
+        default=DEFAULT_TREE,
+        description="The tree this node belongs to; each tree shares out the whole cluster.",
+        json_schema_extra={"pattern": _TREE_NAME.pattern, "maxLength": 52},
+    )
     min: ResourceList | None = Field(default=None, description="Guaranteed amounts.")
     max: ResourceList | None = Field(default=None, description="Ceiling; omitted: unlimited.")
     sharedWeight: ResourceList | None = Field(
@@ -115,6 +133,16 @@ class _NodeSpec(BaseModel):
     def _parent_name(cls, value: str | None) -> str | None:
         if value is not None and not _DNS_SUBDOMAIN.match(value):
             raise ValueError(f"{value!r} is not a valid object name")
+        return value
+
+    @field_validator("tree")
+    @classmethod
+    def _tree_name(cls, value: str) -> str:
+        if not _TREE_NAME.match(value):
+            raise ValueError(
+                f"{value!r} is not a valid tree name (lower-case letters, digits and '-', "
+                "at most 52 characters)"
+            )
         return value
 
 
@@ -154,6 +182,7 @@ class NodeConfig:
     borrowing_limit: Mapping[str, int] = field(default_factory=dict)
     namespaces: tuple[str, ...] = ()
     preempt_within_quota: bool = True
+    tree: str = DEFAULT_TREE
 
     @property
     def is_leaf(self) -> bool:
@@ -241,6 +270,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
         preempt_within_quota=not (
             quota and quota.preemption and quota.preemption.withinQuota == "Never"
         ),
+        tree=spec.tree,
     )
 
 

@@ -41,6 +41,9 @@ class PodRecord:
     victims: frozenset[str] = frozenset()  # pods being evicted so that this one fits
     reason_key: object = None  # the numbers behind `reason`: it is formatted only when they change
     preemptible: bool = True
+    #: the quotas it is charged to in the other trees (api.md, "Several trees"); `quota` is
+    #: the first tree's, the one whose pending queue holds it
+    also: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.preemptible = self.facts.preemptible
@@ -66,7 +69,17 @@ def least_important_first(record: PodRecord) -> tuple[int, float, str]:
 class QuotaPods:
     """The pods of one ElasticQuota: the pending queue, the admitted, what they hold."""
 
-    __slots__ = ("admitted", "evicting", "non_preemptible_used", "pending", "pending_keys", "room")
+    __slots__ = (
+        "admitted",
+        "also_pending",
+        "behind",
+        "evicting",
+        "non_preemptible_used",
+        "pending",
+        "pending_keys",
+        "queued_in",
+        "room",
+    )
 
     def __init__(self) -> None:
         # Room (`admission.room`: the quota's and its ancestors') when the pending pods were
@@ -78,17 +91,49 @@ class QuotaPods:
         self.admitted: dict[str, PodRecord] = {}
         self.non_preemptible_used: dict[str, int] = {}
         self.evicting: dict[str, int] = {}  # requests of admitted pods being evicted
+        # Pending pods charged here that wait in another tree's quota queue (PodRecord.also),
+        # by key, and how many wait in each such quota: when this quota gets room, those
+        # quotas look at their pending pods again.
+        self.also_pending: set[str] = set()
+        self.queued_in: dict[str, int] = {}
+        # The other way round: the quotas of other trees that pods pending here are also
+        # charged to, with how many; their room is part of this queue's `room`.
+        self.behind: dict[str, int] = {}
+
+    def add_also_pending(self, record: PodRecord) -> None:
+        assert record.quota is not None
+        if record.key not in self.also_pending:
+            self.also_pending.add(record.key)
+            self.queued_in[record.quota] = self.queued_in.get(record.quota, 0) + 1
+
+    def remove_also_pending(self, record: PodRecord) -> None:
+        if record.key in self.also_pending:
+            assert record.quota is not None
+            self.also_pending.discard(record.key)
+            left = self.queued_in[record.quota] - 1
+            if left:
+                self.queued_in[record.quota] = left
+            else:
+                del self.queued_in[record.quota]
 
     def enqueue(self, record: PodRecord) -> None:
         bisect.insort(self.pending, (record.order(), record.key))
         self.pending_keys.add(record.key)
         self.room = None
+        for other in record.also:
+            self.behind[other] = self.behind.get(other, 0) + 1
 
     def unqueue(self, record: PodRecord) -> None:
         """Take the pod out of the pending queue, if it is there."""
         key = record.key
         if key in self.pending_keys:
             self.pending_keys.discard(key)
+            for other in record.also:
+                left = self.behind[other] - 1
+                if left:
+                    self.behind[other] = left
+                else:
+                    del self.behind[other]
             index = bisect.bisect_left(self.pending, (record.order(), key))
             if index < len(self.pending) and self.pending[index][1] == key:
                 del self.pending[index]

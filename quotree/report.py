@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from quotree.models import DEFAULT_TREE
 from quotree.quantity import QuantityError, parse_quantity
 
 __all__ = ["BAR_COLUMNS", "render_tree", "usage_bar"]
@@ -84,8 +85,18 @@ def render_tree(
             walk(kid, prefix + ("   " if last else "│  "), j == len(kids) - 1)
 
     tops = sorted(children.get(None, []))
-    for j, top in enumerate(tops):
-        walk(top, "", j == len(tops) - 1)
+    trees = sorted({nodes[t].get("tree", DEFAULT_TREE) for t in tops})
+    if trees in ([], [DEFAULT_TREE]):
+        for j, top in enumerate(tops):
+            walk(top, "", j == len(tops) - 1)
+    else:
+        # Several trees (api.md, "Several trees"): each shares out the whole cluster.
+        trees.sort(key=lambda t: (t != DEFAULT_TREE, t))
+        for tree in trees:
+            lines.append(f"tree {tree}")
+            mine = [t for t in tops if nodes[t].get("tree", DEFAULT_TREE) == tree]
+            for j, top in enumerate(mine):
+                walk(top, "", j == len(mine) - 1)
     pods = data["pods"]
     counts: dict[str, int] = {}
     for entry in pods.values():

@@ -23,12 +23,14 @@ __all__ = [
     "Problem",
     "Verdict",
     "check_apply",
+    "check_apply_forest",
     "check_delete",
     "cycle_problem",
     "min_above_max",
     "min_sum_problem",
     "name_taken",
     "names_shared",
+    "parent_in_other_tree",
     "parent_problem",
     "tree_problems",
 ]
@@ -276,6 +278,43 @@ def check_apply(configs: Mapping[str, NodeConfig], new: NodeConfig) -> Verdict:
     if problem is not None:
         return Verdict.deny(problem.message)
     return Verdict(True, warnings=warnings)
+
+
+def parent_in_other_tree(config: NodeConfig, parent_tree: str) -> Problem:
+    """Several trees: a node's parent must be in the node's own tree."""
+    return Problem(
+        config.describe(),
+        "ParentInOtherTree",
+        f"{config.describe()}: parent {config.parent} is in tree {parent_tree}, not in tree "
+        f"{config.tree}; a parent must be in the same tree",
+    )
+
+
+def check_apply_forest(forest: Mapping[str, Mapping[str, NodeConfig]], new: NodeConfig) -> Verdict:
+    """`check_apply` over several trees (api.md, "Several trees"): names are unique across
+    trees (rule 6), a parent is in the node's own tree, a Cohort does not leave its
+    children behind in another tree, and the other rules hold within the node's tree.
+
+    `forest` maps each tree's name to its configs by name.
+    """
+    own = forest.get(new.tree, {})
+    for tree, configs in forest.items():
+        if tree == new.tree:
+            continue
+        old = configs.get(new.name)
+        if old is not None:
+            problem = name_taken(old, new)
+            if problem is not None:
+                return Verdict.deny(problem.message + " (in tree " + tree + ")")
+            children = _structure(configs).children(new.name)
+            if children:
+                return Verdict.deny(
+                    f"{new.describe()}: cannot move to tree {new.tree} while it has children "
+                    f"in tree {tree} ({', '.join(children)})"
+                )
+        if new.parent is not None and new.parent not in own and new.parent in configs:
+            return Verdict.deny(parent_in_other_tree(new, tree).message)
+    return check_apply(own, new)
 
 
 def check_delete(

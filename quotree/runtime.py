@@ -30,7 +30,12 @@ from quotree.quantity import add_amounts
 from quotree.rules import Problem, tree_problems
 from quotree.structure import ROOT, Structure
 
-__all__ = ["ROOT", "QuotaTree"]
+__all__ = ["OUTSIDE", "ROOT", "QuotaTree"]
+
+#: The account, in one tree, of admitted pods that only other trees charge (api.md,
+#: "Several trees"): not a node, so, like pods of inactive quotas, what it holds is taken
+#: off the capacity this tree shares. The slash keeps it apart from object names.
+OUTSIDE = "quotree.io/other-trees"
 
 # parent -> {child whose demand changed: its demand at the last distribution} (None: redo all)
 _Dirty = dict[TreeNode, dict[TreeNode, int] | None]
@@ -181,7 +186,8 @@ class QuotaTree:
 
     def _rebuild(self) -> None:
         structure = self.structure
-        problems = tree_problems(structure)
+        own = tree_problems(structure)
+        problems = dict(own)
         self.root = TreeNode(ROOT, None, 0)
         nodes: dict[str, TreeNode] = {}
         order: list[TreeNode] = []
@@ -195,7 +201,9 @@ class QuotaTree:
             if name in nodes or name in problems:
                 continue
             chain = structure.chain_up(name)
-            cause = next((problems[a] for a in chain if a in problems), None)
+            # The nearest ancestor whose own configuration is broken: the same words whatever
+            # order the objects came in.
+            cause = next((own[a] for a in chain if a in own), None)
             ancestor = chain[-1] if chain else config.parent
             problems[name] = Problem(
                 config.describe(),

@@ -24,10 +24,18 @@ import yaml
 
 from quotree.capacity import node_allocatable
 from quotree.engine import Decisions, Engine, PodRecord, PodState
-from quotree.models import GROUP, VERSION, ConfigError, NodeConfig, parse_node, pod_facts
+from quotree.models import (
+    DEFAULT_TREE,
+    GROUP,
+    VERSION,
+    ConfigError,
+    NodeConfig,
+    parse_node,
+    pod_facts,
+)
 from quotree.quantity import format_quantity
 from quotree.report import render_tree
-from quotree.rules import check_apply
+from quotree.rules import check_apply_forest
 
 __all__ = [
     "SimulatedEngine",
@@ -131,7 +139,6 @@ def simulate(paths: Iterable[str | Path]) -> Simulation:
 def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Simulation:
     """`simulate` on documents already read, each with where it came from (e.g. a cluster)."""
     engine = SimulatedEngine()
-    configs = engine.tree.configs()
     pods: list[tuple[str, Mapping[str, Any]]] = []
     warnings: list[str] = []
     for origin, doc in documents:
@@ -145,7 +152,7 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
                 config = parse_node(doc)
             except ConfigError as exc:
                 raise SimulationError(str(exc)) from None
-            verdict = check_apply(configs, config)
+            verdict = check_apply_forest(engine.tree_configs(), config)
             if not verdict.allowed:
                 raise SimulationError(verdict.message)
             warnings.extend(verdict.warnings)
@@ -161,7 +168,7 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
             raise SimulationError(
                 f"{origin}: unknown kind {kind!r} (want Cohort, ElasticQuota, Node or Pod)"
             )
-    for _, problem in sorted(engine.tree.problems.items()):
+    for _, problem in sorted(engine.problems().items()):
         if problem.reason == "ParentNotFound":
             warnings.append(problem.message)
         elif problem.own:
@@ -181,7 +188,10 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
         resolution = engine.resolve(facts.namespace, facts.labels)
         if resolution.error is not None:
             raise SimulationError(f"Pod {facts.key}: rejected: {resolution.error}")
-        if resolution.quota is not None and resolution.quota not in configs:
+        if (
+            resolution.quota is not None
+            and engine.tree_of(resolution.quota).config(resolution.quota) is None
+        ):
             raise SimulationError(
                 f"Pod {facts.key}: default quota {resolution.quota} is not defined"
             )
@@ -192,21 +202,31 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
         engine.observe_pod(facts)
         engine.decide(now=float(index))
     engine.refresh_reasons()
-    return Simulation(engine, list(configs.values()), warnings)
+    return Simulation(engine, list(engine.all_configs().values()), warnings)
 
 
 def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
     return {r: format_quantity(a, r) for r, a in sorted(amounts.items())}
 
 
-def _pod_entry(record: PodRecord) -> dict[str, Any]:
+def _pod_entry(record: PodRecord, engine: Engine | None = None) -> dict[str, Any]:
+    """A pod's report; with several trees (`engine` given) also `quotas`: tree -> quota."""
     state = record.state
-    return {
+    entry: dict[str, Any] = {
         "quota": record.quota,
         "state": str(state),
         "capacity": record.capacity if state is PodState.ADMITTED else None,
         "reason": record.reason,
     }
+    if engine is not None:
+        charged = [q for q in (record.quota, *record.also) if q]
+        entry["quotas"] = {_tree_of(engine, q): q for q in charged}
+    return entry
+
+
+def _tree_of(engine: Engine, name: str) -> str:
+    config = engine.tree_of(name).config(name)
+    return config.tree if config is not None else DEFAULT_TREE
 
 
 def to_json(sim: Simulation) -> dict[str, Any]:
@@ -217,6 +237,7 @@ def to_json(sim: Simulation) -> dict[str, Any]:
         report = engine.report(config.name)
         nodes[config.name] = {
             "kind": config.kind,
+            "tree": config.tree,
             "namespace": config.namespace,
             "parent": config.parent,
             "min": _quantities(config.min),
@@ -229,8 +250,9 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             "valid": report.problem is None,
             "problem": report.problem.message if report.problem else None,
         }
+    forest = engine if engine.forest else None
     pods = {
-        record.key: _pod_entry(record)
+        record.key: _pod_entry(record, forest)
         for record in sorted(engine.pod_records(), key=lambda r: r.arrival)
     }
     return {"capacity": _quantities(engine.tree.capacity), "nodes": nodes, "pods": pods}

@@ -39,7 +39,8 @@ def node_report(
     node = tree.node(name)
     pods = pods_of.get(name)
     admitted = len(pods.admitted) if pods else 0
-    pending = (len(pods.pending) if pods else 0) + unresolved
+    # Pods charged here that wait in another tree's quota queue count here too.
+    pending = (len(pods.pending) + len(pods.also_pending) if pods else 0) + unresolved
     if node is not None:
         resources = sorted(node.resources)
         return NodeReport(

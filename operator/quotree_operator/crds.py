@@ -90,6 +90,8 @@ def _object_schema(model: type[BaseModel]) -> dict[str, Any]:
     properties = {}
     for name, info in model.model_fields.items():
         schema = _schema_for(info.annotation, info.description)
+        if isinstance(info.json_schema_extra, dict):
+            schema.update(info.json_schema_extra)  # e.g. the tree name's pattern and length
         if info.default is not None and not isinstance(info.default, BaseModel):
             schema["default"] = info.default
         properties[name] = schema
@@ -176,6 +178,7 @@ def _status_schema(leaf: bool) -> dict[str, Any]:
 def _columns(leaf: bool) -> list[dict[str, Any]]:
     columns = [
         {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
+        {"name": "Tree", "type": "string", "jsonPath": ".spec.tree"},
         {
             "name": "Used/Runtime/Min/Max",
             "type": "string",

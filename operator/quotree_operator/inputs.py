@@ -112,7 +112,7 @@ class Inputs:
                 self.engine.remove_config(name, **identity)
             else:
                 self.bad_specs.pop(name, None)
-                if self.engine.tree.config(name) == config:
+                if self.engine.tree_of(name).config(name) == config:
                     # Our own status or annotation write came back: nothing for the engine
                     # (set_config would re-resolve every pod, once per status write).
                     return

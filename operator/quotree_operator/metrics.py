@@ -69,7 +69,7 @@ class Sample:
 def tree_samples(engine: Engine) -> list[Sample]:
     """Every per-node gauge value the engine's reports give now (pure: reads only)."""
     out: list[Sample] = []
-    for name, config in sorted(engine.tree.configs().items()):
+    for name, config in sorted(engine.all_configs().items()):
         report = engine.report(name)
         base = (
             ("node", name),

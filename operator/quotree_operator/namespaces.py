@@ -32,7 +32,7 @@ def managed(engine: Engine, namespace: str) -> bool:
     coverage = engine.coverage
     if namespace in coverage.never_gated:
         return False
-    return bool(coverage.covering(namespace)) or bool(coverage.default_quota)
+    return coverage.covered(namespace) or bool(coverage.default_quota)
 
 
 class NamespaceLabels:

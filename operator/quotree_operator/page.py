@@ -39,7 +39,7 @@ def tree_json(
     identity: str = "",
 ) -> dict[str, Any]:
     """The tree in display order (parents before children), pending pods and reasons."""
-    configs = engine.tree.configs()
+    configs = engine.all_configs()
     children: dict[str | None, list[str]] = {}
     for name, config in configs.items():
         parent = config.parent if config.parent in configs else None
@@ -57,6 +57,7 @@ def tree_json(
             {
                 "name": name,
                 "kind": config.kind,
+                "tree": config.tree,
                 "namespace": config.namespace,
                 "parent": config.parent,
                 "depth": depth,

@@ -59,7 +59,7 @@ def conditions(engine: Engine, name: str, bad_spec: str | None) -> list[dict[str
     `bad_spec` is why the object's spec could not be read at all (then it is not in the
     engine's tree).
     """
-    problem = engine.tree.problems.get(name)
+    problem = engine.tree_of(name).problems.get(name)
     if bad_spec is not None:
         valid = {"status": "False", "reason": "InvalidSpec", "message": bad_spec}
     elif problem is not None and problem.own:
@@ -86,7 +86,7 @@ class Desired:
 def desired(engine: Engine, name: str, is_quota: bool, bad_spec: str | None = None) -> Desired:
     """What the Cohort or ElasticQuota (`is_quota`) named `name` should show now."""
     report = engine.report(name)
-    config = engine.tree.config(name)
+    config = engine.tree_of(name).config(name)
     lists = {
         "request": quantities(report.request),
         "runtime": quantities(report.runtime),

@@ -21,6 +21,7 @@ from quotree.engine import Engine, PodRecord, PodState
 from quotree.models import (
     ADMISSION_GATE,
     CAPACITY_LABEL,
+    DEFAULT_TREE,
     QUOTA_LABEL,
     ConfigError,
     NodeConfig,
@@ -34,7 +35,7 @@ from quotree.quantity import (
     is_unlimited,
     parse_quantity,
 )
-from quotree.rules import check_apply
+from quotree.rules import check_apply_forest
 from quotree.simulate import (
     Simulation,
     SimulationError,
@@ -107,6 +108,7 @@ def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, An
         problem = _condition_false(status)
         nodes[obj["metadata"]["name"]] = {
             "kind": obj.get("kind"),
+            "tree": spec.get("tree") or DEFAULT_TREE,
             "namespace": obj["metadata"].get("namespace"),
             "parent": spec.get("parent"),
             "min": _quantities(spec.get("min")),
@@ -176,16 +178,17 @@ def _q(amount: int, resource: str) -> str:
 
 def _chain(engine: Engine, node: TreeNode) -> list[TreeNode]:
     """The node and its ancestors below the cluster root, nearest first."""
-    return [node, *engine.tree.ancestors(node)]
+    return [node, *engine.tree_of(node.name).ancestors(node)]
 
 
 def _borrowers(engine: Engine, top: TreeNode, resource: str, skip: str) -> list[str]:
     """ElasticQuotas under `top` that use more `resource` than their min (idle quota lent)."""
     out = []
-    for node in engine.tree.live_nodes():
+    tree = engine.tree_of(top.name)
+    for node in tree.live_nodes():
         if node.name == skip or not node.is_quota or resource not in node.resources:
             continue
-        if top.name not in {a.name for a in engine.tree.ancestors(node)}:
+        if top.name not in {a.name for a in tree.ancestors(node)}:
             continue
         above = node.used[resource] - node.min[resource]
         if above > 0:
@@ -199,9 +202,10 @@ def _borrowers(engine: Engine, top: TreeNode, resource: str, skip: str) -> list[
 def _let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
     """What would let a pending pod in, per resource it is short of."""
     assert record.quota is not None
-    node = engine.tree.node(record.quota)
+    tree = engine.tree_of(record.quota)
+    node = tree.node(record.quota)
     if node is None or not node.is_quota:
-        problem = engine.tree.problems.get(record.quota)
+        problem = tree.problems.get(record.quota)
         why = problem.message if problem else f"ElasticQuota {record.quota} does not exist"
         return [f"the quota is not part of the live tree: {why}"]
     lines: list[str] = []
@@ -301,7 +305,7 @@ def why(state: ClusterState, namespace: str, name: str, reasons: Mapping[str, st
                 f"{namespace} and no default quota applies"
             )
         return "\n".join(lines)
-    config = engine.tree.config(record.quota) if record.quota else None
+    config = engine.tree_of(record.quota).config(record.quota) if record.quota else None
     where = f"ElasticQuota {record.quota}" if record.quota else "(none)"
     if config is not None:
         where += f" in namespace {config.namespace}"
@@ -404,7 +408,10 @@ def what_if(state: ClusterState, proposed: Iterable[tuple[str, Mapping[str, Any]
             except ConfigError as exc:
                 refused.append(str(exc))
                 continue
-            verdict = check_apply(configs, config)
+            forest: dict[str, dict[str, NodeConfig]] = {}
+            for name, known in configs.items():
+                forest.setdefault(known.tree, {})[name] = known
+            verdict = check_apply_forest(forest, config)
             if not verdict.allowed:
                 refused.append(verdict.message)
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from quotree.engine import Engine
-from quotree.models import QUOTA_LABEL, NodeConfig, PodFacts
+from quotree.models import DEFAULT_TREE, QUOTA_LABEL, NodeConfig, PodFacts
 from quotree.simulate import SimulatedEngine
 
 R = "x"  # an extended resource: one unit is one base unit
@@ -28,9 +28,11 @@ def cohort(
     weight: int | Mapping[str, int] | None = None,
     lending: int | Mapping[str, int] | None = None,
     borrowing: int | Mapping[str, int] | None = None,
+    tree: str = DEFAULT_TREE,
 ) -> NodeConfig:
     return NodeConfig(
         kind="Cohort",
+        tree=tree,
         name=name,
         parent=parent,
         min=_res(min),
@@ -53,9 +55,11 @@ def quota(
     lending: int | Mapping[str, int] | None = None,
     borrowing: int | Mapping[str, int] | None = None,
     preempt: bool = True,
+    tree: str = DEFAULT_TREE,
 ) -> NodeConfig:
     return NodeConfig(
         kind="ElasticQuota",
+        tree=tree,
         name=name,
         parent=parent,
         namespace=namespace or name,
@@ -82,8 +86,9 @@ def pod(
     gated: bool = True,
     preemptible: bool = True,
     label: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> PodFacts:
-    labels = {}
+    labels = dict(labels or {})
     if not preemptible:
         labels["quotree.io/preemptible"] = "false"
     if label:

@@ -57,7 +57,7 @@ def test_names_scope_status_and_columns() -> None:
         assert version["name"] == "v1alpha1"
         assert version["subresources"] == {"status": {}}
         columns = [c["name"] for c in version["additionalPrinterColumns"]]
-        assert columns[:2] == ["Parent", "Used/Runtime/Min/Max"]
+        assert columns[:3] == ["Parent", "Tree", "Used/Runtime/Min/Max"]
 
 
 def test_resource_lists_are_quantities_with_cel_rules() -> None:

@@ -34,6 +34,7 @@ def test_every_example_is_covered() -> None:
         "kueue-story-1.yaml",
         "kueue-story-2.yaml",
         "nos-over-quota.yaml",
+        "forest.yaml",
     }
     assert {p.name for p in EXAMPLES.glob("*.yaml")} == tested
 
@@ -124,3 +125,31 @@ def test_nos_over_quota() -> None:
         "capacity": "in-quota",
         "reason": pytest.approx(pods["team-b/infer-1"]["reason"]),
     }
+
+
+def test_forest() -> None:
+    report = run("forest.yaml")
+    assert {n: used(report, n, "cpu") for n in ("team-a", "team-b", "proj-x", "proj-y")} == {
+        "team-a": "4",
+        "team-b": "5",
+        "proj-x": "6",
+        "proj-y": "3",
+    }
+    assert runtime(report, "team-a", "cpu") == "6"  # a-2 fits its team...
+    assert {n: report["nodes"][n]["tree"] for n in ("engineering", "proj-x")} == {
+        "engineering": "default",
+        "proj-x": "projects",
+    }
+    assert pod_states(report) == {
+        "team-a/a-1": "admitted",
+        "team-b/b-1": "admitted",
+        "team-a/a-2": "pending",
+        "team-b/b-2": "admitted",
+    }
+    pods = report["pods"]
+    assert pods["team-a/a-2"]["reason"].startswith(  # ...but not its project
+        "does not fit in ElasticQuota proj-x (tree projects): cpu: used 6 + request 2 > runtime 6"
+    )
+    assert pods["team-b/b-1"]["quotas"] == {"default": "team-b", "projects": "proj-x"}
+    assert pods["team-b/b-2"]["quotas"] == {"default": "team-b", "projects": "proj-y"}
+    assert report["nodes"]["proj-x"]["pendingPods"] == 1

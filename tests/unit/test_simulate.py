@@ -157,3 +157,45 @@ def test_missing_parent_is_a_warning_and_the_subtree_waits(tmp_path: Path) -> No
     report = json.loads(out)
     assert report["pods"]["a/p"]["state"] == "pending"
     assert "parent Cohort nowhere does not exist" in err
+
+
+FOREST = (
+    HEADER
+    + """---
+apiVersion: quotree.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: proj, namespace: a}
+spec: {tree: projects, max: {cpu: "2"}}
+"""
+)
+
+
+def test_table_groups_the_nodes_by_tree(tmp_path: Path) -> None:
+    code, out, err = run(tmp_path, FOREST + pod("p1", "1") + pod("p2", "2"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[2] == "tree default"
+    assert lines[3].startswith("└─ a (eq)")
+    assert lines[4] == "tree projects"
+    assert lines[5].startswith("└─ proj (eq)")
+    assert "does not fit in ElasticQuota proj (tree projects)" in out
+
+
+def test_json_names_each_node_s_tree_and_each_pod_s_quotas(tmp_path: Path) -> None:
+    code, out, err = run(tmp_path, FOREST + pod("p1", "1"), "-o", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["nodes"]["a"]["tree"] == "default"
+    assert report["nodes"]["proj"]["tree"] == "projects"
+    assert report["pods"]["a/p1"]["quota"] == "a"
+    assert report["pods"]["a/p1"]["quotas"] == {"default": "a", "projects": "proj"}
+
+
+def test_a_label_naming_a_quota_of_another_tree_is_refused(tmp_path: Path) -> None:
+    text = FOREST + pod("p", "1", ", labels: {quotree.io/quota-name.projects: a}")
+    code, _, err = run(tmp_path, text, "-o", "json")
+    assert code == 1
+    assert err.strip().endswith(
+        "Pod a/p: rejected: ElasticQuota a does not cover namespace a in tree projects "
+        "(quotas covering it: proj)"
+    )

@@ -22,11 +22,11 @@ from quotree import (
     Engine,
     NodeConfig,
     Verdict,
-    check_apply,
+    check_apply_forest,
     check_delete,
     parse_node,
 )
-from quotree.models import MANAGED_LABEL
+from quotree.models import MANAGED_LABEL, quota_label
 
 __all__ = [
     "LABEL_PREFIX",
@@ -116,6 +116,25 @@ class RecentlyAllowed:
         # Only read: ChainMap's type asks for a mutable mapping, the tree's view is not.
         return ChainMap(on_the_way, cast("MutableMapping[str, NodeConfig]", configs))
 
+    def view_forest(
+        self, forest: Mapping[str, Mapping[str, NodeConfig]]
+    ) -> dict[str, Mapping[str, NodeConfig]]:
+        """`view` for each tree (api.md, "Several trees"): what is on its way joins its tree."""
+        out = dict(forest)
+        if not self._pending:
+            return out
+        now = self.clock()
+        for name, (config, expires) in list(self._pending.items()):
+            if expires < now or forest.get(config.tree, {}).get(name) == config:
+                del self._pending[name]
+        trees: dict[str, dict[str, NodeConfig]] = {}
+        for name, (config, _) in self._pending.items():
+            trees.setdefault(config.tree, {})[name] = config
+        for tree, on_the_way in trees.items():
+            base = cast("MutableMapping[str, NodeConfig]", out.get(tree, {}))
+            out[tree] = ChainMap(on_the_way, base)
+        return out
+
 
 def review_node(
     engine: Engine,
@@ -134,9 +153,9 @@ def review_node(
     object being deleted are always allowed, so that a broken tree can never
     block its own repair or removal.
     """
-    configs = engine.tree.configs()
+    forest = engine.tree_configs()
     if recent is not None:
-        configs = recent.view(configs)
+        forest = recent.view_forest(forest)
     if operation == "DELETE":
         if old is None:
             return Verdict(True)
@@ -144,6 +163,10 @@ def review_node(
             parsed = parse_node(old)
         except ConfigError:
             return Verdict(True)  # never accepted into the tree: nothing depends on it
+        # The tree that holds the name (the object's own, unless it moved a moment ago).
+        configs = next(
+            (c for c in forest.values() if parsed.name in c), forest.get(parsed.tree, {})
+        )
         current = configs.get(parsed.name)
         if not _same_object(current, parsed):
             # Not the object the tree holds under this name: nothing hangs on it.
@@ -163,7 +186,7 @@ def review_node(
         parsed = parse_node(new)
     except ConfigError as exc:
         return Verdict.deny(str(exc))
-    verdict = check_apply(configs, parsed)
+    verdict = check_apply_forest(forest, parsed)
     if verdict.allowed and recent is not None and not dry_run:
         recent.remember(parsed)
     return verdict
@@ -202,8 +225,10 @@ def review_pod_create(
     if resolution.quota is None:
         return PodMutation()
     changes: dict[str, str | None] = {}
-    if labels.get(QUOTA_LABEL) != resolution.quota:
-        changes[QUOTA_LABEL] = resolution.quota
+    for tree, quota in resolution.charges:  # one label per tree that charges the pod
+        key = quota_label(tree)
+        if labels.get(key) != quota:
+            changes[key] = quota
     if CAPACITY_LABEL in labels:
         changes[CAPACITY_LABEL] = None  # the operator's to set, once the pod is admitted
     spec = _mapping(pod.get("spec"))
@@ -243,7 +268,7 @@ def review_pod_update(
             now = f"'{after[key]}'" if key in after else "unset"
             hint = (
                 "; to charge the pod to another quota, delete it and create it with the new label"
-                if key == QUOTA_LABEL
+                if key == QUOTA_LABEL or key.startswith(QUOTA_LABEL + ".")
                 else ""
             )
             return (
