@@ -215,7 +215,7 @@ def capacity_labels(node: TreeNode, pods: QuotaPods) -> list[tuple[PodRecord, st
     labels = []
     for record in sorted(pods.admitted.values(), key=in_quota_order):
         if within:
-            request = record.facts.request
+            request = record.request
             for resource in node.resources:
                 running[resource] += request.get(resource, 0)
                 if running[resource] > node.min[resource]:

@@ -24,6 +24,8 @@ from quotree.eviction import (
     reclaim_reason,
     reclaim_victims,
 )
+from quotree.flavors import allowed_flavors, charge
+from quotree.models import FLAVOR_LABEL, FlavorConfig
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.runtime import QuotaTree
 
@@ -38,6 +40,9 @@ class Decisions:
     evictions: list[Eviction] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # pod -> in-quota / over-quota
     pending: dict[str, str] = field(default_factory=dict)  # pod -> why it waits (when it changed)
+    #: pod -> (flavor, its nodeLabels) for admitted pods charged to a flavor: the operator
+    #: adds the labels to the pod's nodeSelector in the patch that removes the gate.
+    flavors: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.admitted or self.evictions or self.labels or self.pending)
@@ -59,6 +64,9 @@ class Decider:
         self._lenders: dict[str, list[admission.Lender]] = {}  # per ancestor, this round
         self._now = 0.0
         self._admissions = itertools.count(1)
+        self.flavors: dict[str, FlavorConfig] = {}  # ResourceFlavors by name
+        #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
+        self.maintenance: str | None = None
 
     # ------------------------------------------------------------ records
 
@@ -74,6 +82,23 @@ class Decider:
         record.victims = frozenset()
         self._quota_pods[record.quota].add_admitted(record)
         self.tree.add_used(record.quota, record.request)
+        if record.flavor is not None and record.facts.gated:
+            # What the operator's admission patch does to the pod (the watch confirms it).
+            facts = record.facts
+            facts.labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
+            flavor = self.flavors.get(record.flavor)
+            if flavor is not None:
+                facts.node_selector = {**facts.node_selector, **flavor.node_labels}
+
+    def _admitted(self, out: Decisions, record: PodRecord, message: str) -> None:
+        """Report an admission decided here (with the flavor's nodeLabels, if any)."""
+        out.admitted.append((record.key, message))
+        if record.flavor is not None:
+            flavor = self.flavors.get(record.flavor)
+            out.flavors[record.key] = (
+                record.flavor,
+                dict(flavor.node_labels) if flavor is not None else {},
+            )
 
     # ------------------------------------------------------------ decisions
 
@@ -279,6 +304,8 @@ class Decider:
             record = self.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
                 continue
+            if record.flavor_needed and not self._place_on_flavor(name, node, path, record, out):
+                continue
             np_short = admission.non_preemptible_shortfall(node, pods, record)
             if np_short:
                 self._set_why(name, node, record, np_short, out, non_preemptible=True)
@@ -287,7 +314,7 @@ class Decider:
             if not short:
                 if not self._waits_for_ancestor(name, path, node, record, out):
                     self._admit(record, f"fits in ElasticQuota {name}")
-                    out.admitted.append((key, admission.fit_message(name, node, record)))
+                    self._admitted(out, record, admission.fit_message(name, node, record))
                 continue
             if record.victims and any(
                 v in self.pods and self.pods[v].evicting for v in record.victims
@@ -321,7 +348,66 @@ class Decider:
                         self._set_reason(record, admission.waiting_for_victims(record), out)
                     elif not self._waits_for_ancestor(name, path, node, record, out):
                         self._admit(record, f"fits in ElasticQuota {name} after preemption")
-                        out.admitted.append((key, admission.fit_message(name, node, record)))
+                        self._admitted(out, record, admission.fit_message(name, node, record))
                     continue
             self._set_why(name, node, record, short, out)
         return evicted
+
+    # ------------------------------------------------------------ resource flavors
+
+    def _charge_to(self, record: PodRecord, flavor: str) -> None:
+        """Move a pending pod's request (its demand) to `flavor`."""
+        if record.flavor == flavor:
+            return
+        assert record.quota is not None
+        config = self.tree.config(record.quota)
+        assert config is not None
+        self.tree.add_request(record.quota, record.request, -1)
+        record.flavor = flavor
+        record.charged = charge(
+            config, record.facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
+        )
+        self.tree.add_request(record.quota, record.request)
+        record.reason_key = None
+
+    def _place_on_flavor(
+        self, name: str, node: TreeNode, path: list[TreeNode], record: PodRecord, out: Decisions
+    ) -> bool:
+        """Charge a pending pod to the first allowed flavor where it fits now (docs/design.md).
+
+        A pod's demand counts on one flavor at a time, and runtime follows demand, so
+        each flavor is tried with the demand moved there. When none fits now, the pod
+        waits on the first allowed flavor where it fits its quota's runtime (only an
+        ancestor's lent quota stands in the way, which reclaim returns), else on the
+        first allowed flavor (where in-quota preemption may make room). False: no
+        flavor allows it; it waits, and says so.
+        """
+        assert node.config is not None
+        allowed = allowed_flavors(node.config, record.facts, self.flavors)
+        if not allowed:
+            listed = ", ".join(node.config.flavors)
+            missing = [f for f in node.config.flavors if f not in self.flavors]
+            detail = f" ({', '.join(missing)} not defined yet)" if missing else ""
+            self._set_reason(
+                record,
+                f"waiting: none of ElasticQuota {name}'s flavors ({listed}){detail} "
+                "is allowed by the pod's nodeSelector or node affinity",
+                out,
+            )
+            return False
+        pods = self._quota_pods[name]
+        wait: str | None = None
+        for flavor in allowed:
+            self._charge_to(record, flavor)
+            self.tree.node(name)  # runtimes follow the moved demand
+            if admission.non_preemptible_shortfall(node, pods, record):
+                continue
+            if admission.shortfall(node, record):
+                continue
+            if admission.ancestor_shortfall(path, node, record) is None:
+                return True
+            if wait is None:
+                wait = flavor
+        self._charge_to(record, wait or allowed[0])
+        self.tree.node(name)
+        return True

@@ -24,10 +24,18 @@ import yaml
 
 from quotree.capacity import node_allocatable
 from quotree.engine import Decisions, Engine, PodRecord, PodState
-from quotree.models import GROUP, VERSION, ConfigError, NodeConfig, parse_node, pod_facts
+from quotree.models import (
+    GROUP,
+    VERSION,
+    ConfigError,
+    NodeConfig,
+    parse_flavor,
+    parse_node,
+    pod_facts,
+)
 from quotree.quantity import format_quantity
 from quotree.report import render_tree
-from quotree.rules import check_apply
+from quotree.rules import check_apply, missing_flavor
 
 __all__ = [
     "SimulatedEngine",
@@ -150,17 +158,32 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
                 raise SimulationError(verdict.message)
             warnings.extend(verdict.warnings)
             engine.set_config(config)
+        elif kind == "ResourceFlavor":
+            if doc.get("apiVersion") != API_VERSION:
+                raise SimulationError(
+                    f"{_name(doc)}: apiVersion must be {API_VERSION}, not {doc.get('apiVersion')!r}"
+                )
+            try:
+                engine.set_flavor(parse_flavor(doc))
+            except ConfigError as exc:
+                raise SimulationError(str(exc)) from None
         elif kind == "Node":
-            name = (doc.get("metadata") or {}).get("name") or origin
+            metadata = doc.get("metadata") or {}
+            name = metadata.get("name") or origin
             counted = node_allocatable(doc)
             warnings.extend(counted.warnings)
-            engine.set_cluster_node(str(name), counted.allocatable)
+            engine.set_cluster_node(str(name), counted.allocatable, metadata.get("labels") or {})
         elif kind == "Pod":
             pods.append((origin, doc))
         else:
             raise SimulationError(
-                f"{origin}: unknown kind {kind!r} (want Cohort, ElasticQuota, Node or Pod)"
+                f"{origin}: unknown kind {kind!r} "
+                "(want Cohort, ElasticQuota, ResourceFlavor, Node or Pod)"
             )
+    for config in configs.values():
+        problem = missing_flavor(config, engine.flavors)
+        if problem is not None:
+            warnings.append(problem.message)
     for _, problem in sorted(engine.tree.problems.items()):
         if problem.reason == "ParentNotFound":
             warnings.append(problem.message)
@@ -201,12 +224,16 @@ def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
 
 def _pod_entry(record: PodRecord) -> dict[str, Any]:
     state = record.state
-    return {
+    entry: dict[str, Any] = {
         "quota": record.quota,
         "state": str(state),
         "capacity": record.capacity if state is PodState.ADMITTED else None,
         "reason": record.reason,
     }
+    if record.flavor is not None:
+        # The flavor it is charged to (pending: the one it waits on; docs/design.md).
+        entry["flavor"] = record.flavor
+    return entry
 
 
 def to_json(sim: Simulation) -> dict[str, Any]:
