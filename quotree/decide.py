@@ -118,6 +118,10 @@ class Decider:
         evicted = False
         for name in sorted(changed | touched | set(self._over_since) | self._waiting_on_ancestor):
             evicted |= self._decide_quota(name, now, out, relabel=name in touched)
+        # Placing a pod on a flavor moves its demand, which changes other quotas' runtimes:
+        # look at those now (their reclaim clock starts), not one round later.
+        for name in sorted(self.tree.settle()):
+            evicted |= self._decide_quota(name, now, out, relabel=False)
         return evicted
 
     def _decide_quota(self, name: str, now: float, out: Decisions, *, relabel: bool) -> bool:
