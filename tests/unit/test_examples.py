@@ -34,6 +34,7 @@ def test_every_example_is_covered() -> None:
         "kueue-story-1.yaml",
         "kueue-story-2.yaml",
         "nos-over-quota.yaml",
+        "flavors.yaml",
     }
     assert {p.name for p in EXAMPLES.glob("*.yaml")} == tested
 
@@ -124,3 +125,20 @@ def test_nos_over_quota() -> None:
         "capacity": "in-quota",
         "reason": pytest.approx(pods["team-b/infer-1"]["reason"]),
     }
+
+
+def test_flavors() -> None:
+    report = run("flavors.yaml")
+    a100, h100 = "nvidia.com/gpu@a100", "nvidia.com/gpu@h100"
+    assert (used(report, "team-a", a100), used(report, "team-a", h100)) == ("4", "3")
+    assert runtime(report, "team-a", h100) == "3"
+    pods = report["pods"]
+    flavors = {key: (entry["state"], entry.get("flavor")) for key, entry in pods.items()}
+    assert flavors == {
+        **{f"team-a/job-{i}": ("admitted", "a100") for i in range(1, 5)},
+        **{f"team-a/job-{i}": ("admitted", "h100") for i in range(5, 8)},
+        "team-b/infer-1": ("admitted", "a100"),
+        "team-b/infer-2": ("pending", "a100"),
+    }
+    assert report["capacity"][a100] == "8"
+    assert report["capacity"][h100] == "4"
