@@ -25,7 +25,7 @@ from quotree.eviction import (
     reclaim_victims,
 )
 from quotree.flavors import allowed_flavors, charge
-from quotree.models import FLAVOR_LABEL, FlavorConfig
+from quotree.models import FLAVOR_LABEL, MAINTENANCE_ANNOTATION, FlavorConfig
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.runtime import QuotaTree
 
@@ -137,6 +137,19 @@ class Decider:
             why = problem.message if problem else f"ElasticQuota {name} does not exist"
             for _, key in pods.pending:
                 self._set_reason(self.pods[key], f"waiting: {why}", out)
+            return False
+        why = self._in_maintenance(node)
+        if why is not None:
+            # Account and report, decide nothing: no admission, no eviction, no reclaim clock.
+            self._over_since.pop(name, None)
+            pods.room = None  # when it ends, look at every pending pod again
+            for _, key in pods.pending:
+                self._set_reason(
+                    self.pods[key],
+                    f"waiting: maintenance mode ({why}): quotree admits nothing new and "
+                    "evicts nothing until it ends",
+                    out,
+                )
             return False
         evicted = self._reclaim(name, node, pods, now, out)
         admitted_before = len(pods.admitted)
@@ -356,6 +369,29 @@ class Decider:
                     continue
             self._set_why(name, node, record, short, out)
         return evicted
+
+    # ------------------------------------------------------------ maintenance mode
+
+    def set_maintenance(self, reason: str | None) -> None:
+        """Enter maintenance mode for the whole cluster (reason: why, for pending pods) or,
+        with None, leave it: every quota is looked at again."""
+        if reason == self.maintenance:
+            return
+        self.maintenance = reason
+        for name, pods in self._quota_pods.items():
+            pods.room = None
+            self._touched.add(name)
+
+    def _in_maintenance(self, node: TreeNode) -> str | None:
+        """Why the quota is in maintenance mode (None: it is not): the operator's setting,
+        or the annotation on the top-level node above it."""
+        if self.maintenance is not None:
+            return self.maintenance
+        path = self.tree.path_up(node)
+        top = path[-2] if len(path) >= 2 else node  # path ends with the cluster root
+        if top.config is not None and top.config.maintenance:
+            return f"annotation {MAINTENANCE_ANNOTATION} on {top.config.describe()}"
+        return None
 
     # ------------------------------------------------------------ resource flavors
 

@@ -24,6 +24,7 @@ __all__ = [
     "FLAVOR_LABEL",
     "GPU_MEMORY",
     "GROUP",
+    "MAINTENANCE_ANNOTATION",
     "MANAGED_LABEL",
     "PREEMPTIBLE_LABEL",
     "QUOTA_LABEL",
@@ -53,6 +54,8 @@ CAPACITY_LABEL = "quotree.io/capacity"
 ADMISSION_GATE = "quotree.io/admission"
 #: On a pod admitted to a flavor (api.md, "Resource flavors"): the flavor's name.
 FLAVOR_LABEL = "quotree.io/flavor"
+#: "true" on a top-level Cohort or ElasticQuota: maintenance mode for its subtree (MCAD's).
+MAINTENANCE_ANNOTATION = "quotree.io/maintenance"
 #: The derived resource a flavor with `gpuMemoryPerGPU` charges (nos's GPU memory).
 GPU_MEMORY = "quotree.io/gpu-memory"
 #: On every namespace some ElasticQuota covers (api.md, "Managed namespaces"); set and
@@ -242,6 +245,8 @@ class NodeConfig:
     #: The resources `spec.flavors` names (plain names): a pod's request for one of them
     #: is charged to a flavor.
     flavored_resources: frozenset[str] = frozenset()
+    #: The annotation MAINTENANCE_ANNOTATION is "true" (it acts on top-level nodes).
+    maintenance: bool = False
 
     @property
     def is_leaf(self) -> bool:
@@ -337,6 +342,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
         raise ConfigError(f"{label}: {_validation_message(exc)}") from None
     quota = spec if isinstance(spec, ElasticQuotaSpec) else None
     lists = _lists_with_flavors(spec)
+    annotations = metadata.get("annotations") or {}
     fields = ("min", "max", "sharedWeight", "lendingLimit", "borrowingLimit")
     return NodeConfig(
         kind=kind,
@@ -359,6 +365,8 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
         preempt_within_quota=not (
             quota and quota.preemption and quota.preemption.withinQuota == "Never"
         ),
+        maintenance=isinstance(annotations, Mapping)
+        and str(annotations.get(MAINTENANCE_ANNOTATION, "")).lower() == "true",
     )
 
 

@@ -411,3 +411,51 @@ def test_a_quota_written_in_gpu_memory() -> None:
     )
     report = eng.report("team")
     assert report.used["quotree.io/gpu-memory"] == 240 * 2**30
+
+
+# ---------------------------------------------------------------- maintenance mode
+
+
+def test_maintenance_mode_admits_and_evicts_nothing_but_accounts() -> None:
+    lender = eq("lender", min={GPU: "2"})
+    borrower = eq("borrower", min={GPU: "0"})
+    eng = cluster(lender, borrower, simulated=False, reclaim_delay=0.0, a100=4, h100=0)
+    for i in range(4):
+        eng.observe_pod(gpu_pod("borrower", f"b{i}"))
+    eng.decide(0.0)
+    eng.set_maintenance("QUOTREE_MAINTENANCE is set")
+    eng.observe_pod(gpu_pod("lender", "l0"))
+    out = eng.decide(100.0)
+    assert not out.admitted
+    assert not out.evictions  # the borrower holds lent quota, and keeps it
+    assert out.pending["lender/l0"] == (
+        "waiting: maintenance mode (QUOTREE_MAINTENANCE is set): quotree admits nothing new "
+        "and evicts nothing until it ends"
+    )
+    # Still accounting: the lender's demand raised its runtime.
+    assert eng.report("lender").runtime[GPU] == 1
+    assert eng.report("lender").pending_pods == 1
+    eng.forget_pod("borrower/b3")  # pods still come and go
+    assert eng.report("borrower").used[GPU] == 3
+    eng.set_maintenance(None)
+    out = eng.decide(101.0)
+    assert [a[0] for a in out.admitted] == ["lender/l0"]
+
+
+def test_maintenance_annotation_on_a_top_level_cohort_covers_its_subtree() -> None:
+    def org(on: bool) -> NodeConfig:
+        annotations = {"quotree.io/maintenance": "true"} if on else {}
+        return parse_node(
+            {"kind": "Cohort", "metadata": {"name": "org", "annotations": annotations}}
+        )
+
+    eng = cluster(org(True), eq("inside", "org"), eq("outside"), a100=4, h100=0)
+    eng.observe_pod(gpu_pod("inside", "p"))
+    eng.observe_pod(gpu_pod("outside", "q"))
+    out = eng.decide()
+    assert [a[0] for a in out.admitted] == ["outside/q"]
+    assert out.pending["inside/p"].startswith(
+        "waiting: maintenance mode (annotation quotree.io/maintenance on Cohort org)"
+    )
+    eng.set_config(org(False))
+    assert [a[0] for a in eng.decide().admitted] == ["inside/p"]
