@@ -3,9 +3,9 @@
 `Inputs` keeps the live `quotree.Engine` current from three sources: the Kopf handlers
 for cluster nodes, ResourceFlavors, Cohorts and ElasticQuotas (quotree_main), the
 operator's own pod watch (podwatch.py) and the start-up listing (`load`). It also keeps
-what the other parts need to write back: each pod's gates and uid (actuator.py), each quota object's kind and
-namespace and whether its spec could be read (status_writer.py). Every change raises
-`Signals.changed()`; no API write starts here.
+what the other parts need to write back: each pod's gates and uid (actuator.py), each
+quota object's kind and namespace and whether its spec could be read (status_writer.py).
+Every change raises `Signals.changed()`; no API write starts here.
 """
 
 from __future__ import annotations
