@@ -138,15 +138,15 @@ class Decider:
             for _, key in pods.pending:
                 self._set_reason(self.pods[key], f"waiting: {why}", out)
             return False
-        why = self._in_maintenance(node)
-        if why is not None:
+        maintenance = self._in_maintenance(node)
+        if maintenance is not None:
             # Account and report, decide nothing: no admission, no eviction, no reclaim clock.
             self._over_since.pop(name, None)
             pods.room = None  # when it ends, look at every pending pod again
             for _, key in pods.pending:
                 self._set_reason(
                     self.pods[key],
-                    f"waiting: maintenance mode ({why}): quotree admits nothing new and "
+                    f"waiting: maintenance mode ({maintenance}): quotree admits nothing new and "
                     "evicts nothing until it ends",
                     out,
                 )
