@@ -90,13 +90,13 @@ def test_pods_go_to_a100_nodes_until_the_a100_quota_is_used_then_to_h100(
     gpu_models: dict[str, set[str]],
 ) -> None:
     s = k.suffix()
-    ns, a100, h100 = f"fl-{s}", f"a100-{s}", f"h100-{s}"
+    ns, a100, h100, team = f"fl-{s}", f"a100-{s}", f"h100-{s}", f"fl-team-{s}"
     objects(
         flavor(a100, A100),
         flavor(h100, H100),
         k.namespace(ns),
         k.quota(
-            "team",
+            team,
             ns,
             flavors=[
                 {"name": a100, "min": {GPU: "2"}, "max": {GPU: "3"}},
@@ -140,13 +140,13 @@ def test_pods_go_to_a100_nodes_until_the_a100_quota_is_used_then_to_h100(
         operator,
         "team's status",
         lambda: (
-            (st := k.status("eq", "team", ns)).get("used")
+            (st := k.status("eq", team, ns)).get("used")
             == {f"{GPU}@{a100}": "3", f"{GPU}@{h100}": "2"}
             and st
         ),
     )
     assert json.loads(st["_annotations"]["quotree.io/used"]) == st["used"]
-    row = cluster.kubectl("get", "eq", "team", "-n", ns, "--no-headers").stdout
+    row = cluster.kubectl("get", "eq", team, "-n", ns, "--no-headers").stdout
     assert f"{GPU}@{a100}" in row
     assert f"{GPU}@{h100}" in row
 
@@ -158,7 +158,8 @@ def test_maintenance_annotation_holds_admission_until_removed(
     ns, top = f"mt-{s}", f"mt-{s}"
     held = k.cohort(top, min={GPU: "2"})
     held["metadata"]["annotations"] = {"quotree.io/maintenance": "true"}
-    objects(k.namespace(ns), held, k.quota("team", ns, parent=top, min={GPU: "2"}))
+    team = f"mt-team-{s}"  # tree node names are unique across namespaces
+    objects(k.namespace(ns), held, k.quota(team, ns, parent=top, min={GPU: "2"}))
     objects(k.pod("job", ns, {GPU: "1"}))
     wait(
         cluster,
@@ -171,9 +172,9 @@ def test_maintenance_annotation_holds_admission_until_removed(
         cluster,
         operator,
         "team's status",
-        lambda: (st := k.status("eq", "team", ns)).get("pendingPods") == 1 and st,
+        lambda: (st := k.status("eq", team, ns)).get("pendingPods") == 1 and st,
     )
-    assert st["request"] == {GPU: "2"}  # demand: max(request 1, floor min 2)
+    assert st["request"] == {GPU: "1"}  # its demand counts while it waits
     assert k.gated(k.pods(ns)[0])
     cluster.kubectl("annotate", "cohort", top, "quotree.io/maintenance-")
     wait(cluster, operator, "the pod admitted", lambda: len(k.admitted_pods(ns)) == 1)
