@@ -114,9 +114,9 @@ def live_documents(state: ClusterState) -> list[tuple[str, dict[str, Any]]]:
 
     Order: ResourceFlavors, nodes, Cohorts, ElasticQuotas, the pods that already hold
     resources, then the waiting (gated) pods, each by creation time: the simulation replays
-    arrivals in order, and a waiting pod must not take the place of one that already runs. A pod whose gate
-    is already gone was admitted even when it is not bound to a node yet: it is given as
-    running, so the simulation does not admit it a second time.
+    arrivals in order, and a waiting pod must not take the place of one that already runs.
+    A pod whose gate is already gone was admitted even when it is not bound to a node yet:
+    it is given as running, so the simulation does not admit it a second time.
     """
     docs: list[tuple[str, dict[str, Any]]] = []
     for kind, objects in (
