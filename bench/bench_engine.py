@@ -33,15 +33,48 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from quotree.engine import Engine
-from quotree.models import NodeConfig, PodFacts
+from quotree.models import FlavorConfig, NodeConfig, PodFacts
 from quotree.simulate import simulate
 
 GI = 1 << 30
 RESOURCES = {"cpu": 4000, "memory": 16 * GI, "nvidia.com/gpu": 2, "ephemeral-storage": 100 * GI}
 PODS_PER_QUOTA = 10
+GPU = "nvidia.com/gpu"
+#: `--flavors K`: nvidia.com/gpu is split into K flavors (each with the same min, max and
+#: capacity as the plain resource had), so every GPU pod is placed on a flavor.
+FLAVORS: list[str] = []
+
+
+def _flavored(amounts: dict[str, int]) -> dict[str, int]:
+    """The resource list with nvidia.com/gpu split into the flavors (when there are any)."""
+    if not FLAVORS or GPU not in amounts:
+        return amounts
+    out = {r: v for r, v in amounts.items() if r != GPU}
+    for flavor in FLAVORS:
+        out[f"{GPU}@{flavor}"] = amounts[GPU]
+    return out
+
+
+def _split(config: NodeConfig) -> NodeConfig:
+    if not FLAVORS:
+        return config
+    return NodeConfig(
+        kind=config.kind,
+        name=config.name,
+        namespace=config.namespace,
+        parent=config.parent,
+        min=_flavored(dict(config.min)),
+        max=_flavored(dict(config.max)),
+        flavors=tuple(FLAVORS),
+        flavored_resources=frozenset({GPU}),
+    )
 
 
 def build_configs(n: int) -> list[NodeConfig]:
+    return [_split(c) for c in _plain_configs(n)]
+
+
+def _plain_configs(n: int) -> list[NodeConfig]:
     configs = []
     tops = max(n // 100, 1)
     for t in range(tops):
@@ -88,11 +121,18 @@ def pod_request(contended: bool) -> dict[str, int]:
 
 def build_engine(n: int, contended: bool) -> tuple[Engine, list[PodFacts]]:
     engine = Engine(reclaim_delay=30.0)
+    for flavor in FLAVORS:
+        engine.set_flavor(FlavorConfig(flavor, {"flavor": flavor}))
     configs = build_configs(n)
     for config in configs:
         engine.set_config(config)
     total_min = {r: v * n for r, v in RESOURCES.items()}
     capacity = total_min if contended else {r: 2 * v for r, v in total_min.items()}
+    if FLAVORS:
+        # One pool per flavor with the GPUs; the other resources in a pool of their own.
+        for flavor in FLAVORS:
+            engine.set_cluster_node(f"pool-{flavor}", {GPU: capacity[GPU]}, {"flavor": flavor})
+        capacity = {r: v for r, v in capacity.items() if r != GPU}
     engine.set_cluster_node("pool", capacity)
     engine.tree.settle()
     pods = []
@@ -216,12 +256,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument(
+        "--flavors", type=int, default=0, help="split nvidia.com/gpu into this many flavors"
+    )
+    parser.add_argument(
         "--burst", default="1000,10000", help="quota counts for the roomy simulate bursts"
     )
     parser.add_argument(
         "--burst-contended", default="1000", help="quota counts for the contended bursts"
     )
     args = parser.parse_args()
+    FLAVORS[:] = [f"f{i}" for i in range(args.flavors)]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     bursts = {
         "roomy": [int(s) for s in args.burst.split(",") if s],
@@ -230,7 +274,8 @@ def main() -> None:
     rnd = random.Random(7)
     print(
         f"## Engine ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
-        f"{platform.python_implementation()} {platform.python_version()})\n"
+        f"{platform.python_implementation()} {platform.python_version()}"
+        f"{f', {len(FLAVORS)} GPU flavors' if FLAVORS else ''})\n"
     )
     for regime, contended in (("roomy", False), ("contended", True)):
         if not sizes:

@@ -35,6 +35,7 @@ def test_every_example_is_covered() -> None:
         "kueue-story-2.yaml",
         "nos-over-quota.yaml",
         "flavors.yaml",
+        "gpu-memory.yaml",
     }
     assert {p.name for p in EXAMPLES.glob("*.yaml")} == tested
 
@@ -142,3 +143,21 @@ def test_flavors() -> None:
     }
     assert report["capacity"][a100] == "8"
     assert report["capacity"][h100] == "4"
+
+
+def test_gpu_memory() -> None:
+    report = run("gpu-memory.yaml")
+    memory = "quotree.io/gpu-memory"
+    assert report["capacity"][memory] == "696Gi"
+    assert used(report, "team-a", memory) == "240Gi"
+    assert used(report, "team-a", "nvidia.com/gpu@a100") == "3"
+    pods = report["pods"]
+    assert {k: (e["state"], e.get("flavor")) for k, e in pods.items()} == {
+        "team-a/job-1": ("admitted", "a100"),
+        "team-a/job-2": ("admitted", "a100"),
+        "team-a/job-3": ("admitted", "a100"),
+        "team-a/job-4": ("pending", "a100"),
+    }
+    assert "quotree.io/gpu-memory: used 240Gi + request 80Gi > runtime 250Gi" in (
+        pods["team-a/job-4"]["reason"]
+    )
