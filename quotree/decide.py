@@ -438,6 +438,19 @@ class Decider:
         pods = self._quota_pods[name]
         wait: str | None = None
         for flavor in allowed:
+            if flavor != record.flavor:
+                # Moving demand costs a settle: skip flavors where the pod cannot fit now
+                # (runtime never exceeds cap, the root's is the capacity), unless the flavor
+                # may still be the one it waits on.
+                charged = charge(
+                    node.config,
+                    record.facts.request,
+                    self.flavors.get(flavor) or FlavorConfig(flavor),
+                )
+                if not admission.may_fit(node, [], charged):
+                    continue
+                if wait is not None and not admission.may_fit(node, path, charged):
+                    continue
             self._charge_to(record, flavor)
             self.tree.node(name)  # runtimes follow the moved demand
             if admission.non_preemptible_shortfall(node, pods, record):

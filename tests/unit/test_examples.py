@@ -158,6 +158,7 @@ def test_gpu_memory() -> None:
         "team-a/job-3": ("admitted", "a100"),
         "team-a/job-4": ("pending", "a100"),
     }
-    assert "quotree.io/gpu-memory: used 240Gi + request 80Gi > runtime 250Gi" in (
-        pods["team-a/job-4"]["reason"]
+    assert (
+        "quotree.io/gpu-memory: used 240Gi + request 80Gi > runtime 250Gi"
+        in (pods["team-a/job-4"]["reason"])
     )
