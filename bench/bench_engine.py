@@ -32,7 +32,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from quotree.engine import Engine
+from quotree.engine import Decisions, Engine
 from quotree.models import FlavorConfig, NodeConfig, PodFacts
 from quotree.simulate import simulate
 
@@ -152,8 +152,15 @@ def build_engine(n: int, contended: bool) -> tuple[Engine, list[PodFacts]]:
             )
             pods.append(facts)
             engine.observe_pod(facts)
-    engine.decide(0.0)
+    _evicted(engine, engine.decide(0.0))
     return engine, pods
+
+
+def _evicted(engine: Engine, decisions: Decisions) -> None:
+    """The cluster carries out the evictions at once: the pods are gone (as the operator's
+    pod watch would report). Without this, a reclaim's victims would stay forever."""
+    for eviction in decisions.evictions:
+        engine.forget_pod(eviction.pod)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -171,7 +178,7 @@ def bench_size(n: int, contended: bool, events: int, rnd: random.Random) -> dict
         engine.tree.recompute()
         engine.tree.settle()
         full.append(time.perf_counter() - t0)
-    engine.decide(1.0)
+    _evicted(engine, engine.decide(1.0))
     costs = []
     for k in range(events):
         facts = rnd.choice(pods)
@@ -180,8 +187,9 @@ def bench_size(n: int, contended: bool, events: int, rnd: random.Random) -> dict
             engine.forget_pod(facts.key)
         else:
             engine.observe_pod(facts)
-        engine.decide(2.0 + k)
+        decisions = engine.decide(2.0 + k)
         costs.append(time.perf_counter() - t0)
+        _evicted(engine, decisions)
     return {
         "build_s": build,
         "full_s": min(full),

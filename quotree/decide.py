@@ -315,13 +315,19 @@ class Decider:
     ) -> bool:
         self._waiting_on_ancestor.discard(name)  # added back below while a pod still waits
         evicted = False
+        # Where an earlier pending pod of this scan, fitting no flavor now, waits (by its
+        # allowed flavors, request and preemptibility); forgotten when a pod is admitted or
+        # evicted (`_place_on_flavor`).
+        placed: dict[object, str] = {}
         may_preempt = node.config is not None and node.config.preempt_within_quota
         lowest: int | None = None  # lowest priority among the possible victims, when needed
         for _, key in list(pods.pending):
             record = self.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
                 continue
-            if record.flavor_needed and not self._place_on_flavor(name, node, path, record, out):
+            if record.flavor_needed and not self._place_on_flavor(
+                name, node, path, record, out, placed
+            ):
                 continue
             np_short = admission.non_preemptible_shortfall(node, pods, record)
             if np_short:
@@ -332,6 +338,7 @@ class Decider:
                 if not self._waits_for_ancestor(name, path, node, record, out):
                     self._admit(record, f"fits in ElasticQuota {name}")
                     self._admitted(out, record, admission.fit_message(name, node, record))
+                    placed.clear()
                 continue
             if record.victims and any(
                 v in self.pods and self.pods[v].evicting for v in record.victims
@@ -358,6 +365,7 @@ class Decider:
                     for victim in victims:
                         self._evict(victim, "Preempted", reason, out)
                     evicted = True
+                    placed.clear()
                     record.victims = frozenset(v.key for v in victims)
                     # Victims still count as used until they are gone, unless the eviction
                     # took effect at once (the simulator): then the pod may fit now.
@@ -411,7 +419,13 @@ class Decider:
         record.reason_key = None
 
     def _place_on_flavor(
-        self, name: str, node: TreeNode, path: list[TreeNode], record: PodRecord, out: Decisions
+        self,
+        name: str,
+        node: TreeNode,
+        path: list[TreeNode],
+        record: PodRecord,
+        out: Decisions,
+        placed: dict[object, str],
     ) -> bool:
         """Charge a pending pod to the first allowed flavor where it fits now (docs/design.md).
 
@@ -436,6 +450,17 @@ class Decider:
             )
             return False
         pods = self._quota_pods[name]
+        same = (tuple(allowed), tuple(sorted(record.facts.request.items())), record.preemptible)
+        earlier = placed.get(same)
+        if earlier is not None:
+            # A pod like this one found no flavor that fits now, and nothing was admitted or
+            # evicted since. The flavors other than its wait flavor have only lost demand
+            # since then (runtime never grows when demand shrinks): this pod cannot fit there
+            # either. On the wait flavor it may (its own demand adds runtime): the decider's
+            # usual checks say, on that flavor.
+            self._charge_to(record, earlier)
+            self.tree.node(name)
+            return True
         wait: str | None = None
         for flavor in allowed:
             if flavor != record.flavor:
@@ -461,6 +486,7 @@ class Decider:
                 return True
             if wait is None:
                 wait = flavor
-        self._charge_to(record, wait or allowed[0])
+        placed[same] = wait or allowed[0]
+        self._charge_to(record, placed[same])
         self.tree.node(name)
         return True
