@@ -326,7 +326,7 @@ class Decider:
             if record is None or record.state is not PodState.PENDING:
                 continue
             if record.flavor_needed and not self._place_on_flavor(
-                name, node, path, record, out, placed
+                name, node, path, record, out, placed=placed
             ):
                 continue
             np_short = admission.non_preemptible_shortfall(node, pods, record)
@@ -425,6 +425,7 @@ class Decider:
         path: list[TreeNode],
         record: PodRecord,
         out: Decisions,
+        *,
         placed: dict[object, str],
     ) -> bool:
         """Charge a pending pod to the first allowed flavor where it fits now (docs/design.md).
