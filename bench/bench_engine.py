@@ -38,16 +38,49 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from quotree.engine import Engine
-from quotree.models import NodeConfig, PodFacts
+from quotree.engine import Decisions, Engine
+from quotree.models import FlavorConfig, NodeConfig, PodFacts
 from quotree.simulate import simulate
 
 GI = 1 << 30
 RESOURCES = {"cpu": 4000, "memory": 16 * GI, "nvidia.com/gpu": 2, "ephemeral-storage": 100 * GI}
 PODS_PER_QUOTA = 10
+GPU = "nvidia.com/gpu"
+#: `--flavors K`: nvidia.com/gpu is split into K flavors (each with the same min, max and
+#: capacity as the plain resource had), so every GPU pod is placed on a flavor.
+FLAVORS: list[str] = []
+
+
+def _flavored(amounts: dict[str, int]) -> dict[str, int]:
+    """The resource list with nvidia.com/gpu split into the flavors (when there are any)."""
+    if not FLAVORS or GPU not in amounts:
+        return amounts
+    out = {r: v for r, v in amounts.items() if r != GPU}
+    for flavor in FLAVORS:
+        out[f"{GPU}@{flavor}"] = amounts[GPU]
+    return out
+
+
+def _split(config: NodeConfig) -> NodeConfig:
+    if not FLAVORS:
+        return config
+    return NodeConfig(
+        kind=config.kind,
+        name=config.name,
+        namespace=config.namespace,
+        parent=config.parent,
+        min=_flavored(dict(config.min)),
+        max=_flavored(dict(config.max)),
+        flavors=tuple(FLAVORS),
+        flavored_resources=frozenset({GPU}),
+    )
 
 
 def build_configs(n: int) -> list[NodeConfig]:
+    return [_split(c) for c in _plain_configs(n)]
+
+
+def _plain_configs(n: int) -> list[NodeConfig]:
     configs = []
     tops = max(n // 100, 1)
     for t in range(tops):
@@ -112,11 +145,18 @@ def pod_request(contended: bool) -> dict[str, int]:
 
 def build_engine(n: int, contended: bool, trees: int = 1) -> tuple[Engine, list[PodFacts]]:
     engine = Engine(reclaim_delay=30.0)
+    for flavor in FLAVORS:
+        engine.set_flavor(FlavorConfig(flavor, {"flavor": flavor}))
     configs = build_configs(n)
     for config in configs + (project_tree(configs) if trees == 2 else []):
         engine.set_config(config)
     total_min = {r: v * n for r, v in RESOURCES.items()}
     capacity = total_min if contended else {r: 2 * v for r, v in total_min.items()}
+    if FLAVORS:
+        # One pool per flavor with the GPUs; the other resources in a pool of their own.
+        for flavor in FLAVORS:
+            engine.set_cluster_node(f"pool-{flavor}", {GPU: capacity[GPU]}, {"flavor": flavor})
+        capacity = {r: v for r, v in capacity.items() if r != GPU}
     engine.set_cluster_node("pool", capacity)
     for tree in engine.trees.values():
         tree.settle()
@@ -137,8 +177,15 @@ def build_engine(n: int, contended: bool, trees: int = 1) -> tuple[Engine, list[
             )
             pods.append(facts)
             engine.observe_pod(facts)
-    engine.decide(0.0)
+    _evicted(engine, engine.decide(0.0))
     return engine, pods
+
+
+def _evicted(engine: Engine, decisions: Decisions) -> None:
+    """The cluster carries out the evictions at once: the pods are gone (as the operator's
+    pod watch would report). Without this, a reclaim's victims would stay forever."""
+    for eviction in decisions.evictions:
+        engine.forget_pod(eviction.pod)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -159,7 +206,7 @@ def bench_size(
             tree.recompute()
             tree.settle()
         full.append(time.perf_counter() - t0)
-    engine.decide(1.0)
+    _evicted(engine, engine.decide(1.0))
     costs = []
     for k in range(events):
         facts = rnd.choice(pods)
@@ -168,8 +215,9 @@ def bench_size(
             engine.forget_pod(facts.key)
         else:
             engine.observe_pod(facts)
-        engine.decide(2.0 + k)
+        decisions = engine.decide(2.0 + k)
         costs.append(time.perf_counter() - t0)
+        _evicted(engine, decisions)
     return {
         "build_s": build,
         "full_s": min(full),
@@ -244,6 +292,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument(
+        "--flavors", type=int, default=0, help="split nvidia.com/gpu into this many flavors"
+    )
+    parser.add_argument(
         "--burst", default="1000,10000", help="quota counts for the roomy simulate bursts"
     )
     parser.add_argument(
@@ -253,6 +304,7 @@ def main() -> None:
         "--trees", type=int, choices=(1, 2), default=1, help="2: a project tree over the same pods"
     )
     args = parser.parse_args()
+    FLAVORS[:] = [f"f{i}" for i in range(args.flavors)]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     bursts = {
         "roomy": [int(s) for s in args.burst.split(",") if s],
@@ -262,7 +314,8 @@ def main() -> None:
     print(
         f"## Engine ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
         f"{platform.python_implementation()} {platform.python_version()}, "
-        f"{args.trees} tree{'s' if args.trees > 1 else ''})\n"
+        f"{args.trees} tree{'s' if args.trees > 1 else ''}"
+        f"{f', {len(FLAVORS)} GPU flavors' if FLAVORS else ''})\n"
     )
     for regime, contended in (("roomy", False), ("contended", True)):
         if not sizes:

@@ -115,6 +115,29 @@ fail_up() {
   exit 1
 }
 
+node_label_set() { # node_label_set <i>: the extra labels of node i, "key=value,..."
+  local i="$1" sets
+  if [[ "${NODE_LABELS}" == default ]]; then
+    if ((i < (NODES + 1) / 2)); then
+      echo "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB"
+    else
+      echo "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"
+    fi
+    return
+  fi
+  IFS=';' read -r -a sets <<<"${NODE_LABELS}"
+  echo "${sets[i]:-}"
+}
+
+node_labels_yaml() { # node_labels_yaml <i>: node i's extra labels as YAML lines
+  local pair pairs
+  IFS=',' read -r -a pairs <<<"$(node_label_set "$1")"
+  for pair in "${pairs[@]}"; do
+    [[ -n "${pair}" ]] && echo "    ${pair%%=*}: \"${pair#*=}\""
+  done
+  return 0
+}
+
 nodes_yaml() {
   local i
   for ((i = 0; i < NODES; i++)); do
@@ -135,6 +158,7 @@ metadata:
     kubernetes.io/arch: amd64
     kubernetes.io/role: agent
     node-role.kubernetes.io/agent: ""
+$(node_labels_yaml "${i}")
 spec: {}
 status:
   capacity:

@@ -27,6 +27,11 @@ NODE_CPU="${QUOTREE_NODE_CPU:-32}"
 NODE_MEMORY="${QUOTREE_NODE_MEMORY:-128Gi}"
 NODE_GPU="${QUOTREE_NODE_GPU:-8}"
 NODE_PODS="${QUOTREE_NODE_PODS:-110}"
+# Extra labels per fake node: one set per node, separated by ";", each "key=value,...";
+# node i gets the i-th set (none when the list is shorter). Unset: the first half of the
+# nodes are A100 nodes and the rest H100 nodes (nvidia.com/gpu.product), for the resource
+# flavor tests; set it empty for no extra labels.
+NODE_LABELS="${QUOTREE_NODE_LABELS-default}"
 
 KUBE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 ALL_COMPONENTS=(etcd "${KUBE_COMPONENTS[@]}" kwok)

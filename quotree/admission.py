@@ -22,6 +22,7 @@ __all__ = [
     "capacity_labels",
     "fit_message",
     "in_quota_order",
+    "may_fit",
     "non_preemptible_shortfall",
     "reason_key",
     "room",
@@ -46,6 +47,25 @@ def shortfall(node: TreeNode, record: PodRecord) -> dict[str, int]:
         if excess > 0:
             short[resource] = excess
     return short
+
+
+def may_fit(node: TreeNode, path: list[TreeNode], request: Mapping[str, int]) -> bool:
+    """Could a pod charged `request` fit the quota and the ancestors on `path`, whatever its
+    demand does to their runtimes? False when used + request is above a cap (runtime never
+    exceeds cap) or, at the root, above the capacity. A cheap necessary condition only."""
+    for resource in node.resources:
+        amount = request.get(resource, 0)
+        if not amount:
+            continue
+        if node.used[resource] + amount > node.cap[resource]:
+            return False
+        for ancestor in path:
+            bound = (
+                ancestor.runtime[resource] if ancestor.config is None else ancestor.cap[resource]
+            )
+            if ancestor.used[resource] + amount > bound:
+                return False
+    return True
 
 
 def ancestor_shortfall(
@@ -229,7 +249,7 @@ def capacity_labels(node: TreeNode, pods: QuotaPods) -> list[tuple[PodRecord, st
     labels = []
     for record in sorted(pods.admitted.values(), key=in_quota_order):
         if within:
-            request = record.facts.request
+            request = record.request
             for resource in node.resources:
                 running[resource] += request.get(resource, 0)
                 if running[resource] > node.min[resource]:

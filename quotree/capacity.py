@@ -13,6 +13,10 @@ so only hand-written simulator input lacks it. It counts for
 quantity that does not parse is left out of the total, the rest of the node
 still counts, and the caller is given one line per skipped resource to show
 (the operator logs it, the simulator prints it as a warning).
+
+Resource flavors (api.md, "Resource flavors"): a flavor's capacity of a resource,
+`<resource>@<flavor>`, is the allocatable of the counted nodes that carry all
+of the flavor's nodeLabels (`flavor_matches`, `cluster_capacity`).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quotree.quantity import QuantityError, parse_quantity
+from quotree.models import GPU_MEMORY, FlavorConfig, flavored
+from quotree.quantity import QuantityError, add_amounts, parse_quantity
 
-__all__ = ["NodeCapacity", "node_allocatable"]
+__all__ = ["NodeCapacity", "cluster_capacity", "flavor_matches", "node_allocatable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +63,39 @@ def node_allocatable(body: Mapping[str, Any]) -> NodeCapacity:
                 f"left out of the capacity: {exc}"
             )
     return NodeCapacity(out, warnings)
+
+
+def flavor_matches(flavor: FlavorConfig, node_labels: Mapping[str, str]) -> bool:
+    """Is a cluster node of this flavor: does it carry every one of the flavor's nodeLabels?"""
+    return all(node_labels.get(key) == value for key, value in flavor.node_labels.items())
+
+
+def cluster_capacity(
+    nodes: Mapping[str, tuple[Mapping[str, int], Mapping[str, str]]],
+    flavors: Mapping[str, FlavorConfig],
+) -> dict[str, int]:
+    """The root's capacity from the counted nodes (allocatable, labels) and the flavors.
+
+    Each resource counts under its own name over every node, and under
+    `<resource>@<flavor>` over the nodes of each flavor (a node of two flavors counts
+    toward both). A flavor with `gpuMemoryPerGPU` adds `quotree.io/gpu-memory@<flavor>`
+    (its nodes' GPUs times the memory per GPU), and `quotree.io/gpu-memory` counts each
+    node once, by the first such flavor in name order that it belongs to.
+    """
+    total: dict[str, int] = {}
+    ordered = [flavors[name] for name in sorted(flavors)]
+    for allocatable, labels in nodes.values():
+        add_amounts(total, allocatable)
+        memory_counted = False
+        for flavor in ordered:
+            if not flavor_matches(flavor, labels):
+                continue
+            add_amounts(total, {flavored(r, flavor.name): a for r, a in allocatable.items()})
+            per_gpu = flavor.gpu_memory_per_gpu
+            if per_gpu is not None:
+                memory = allocatable.get(flavor.gpu_resource, 0) * per_gpu
+                add_amounts(total, {flavored(GPU_MEMORY, flavor.name): memory})
+                if not memory_counted:
+                    add_amounts(total, {GPU_MEMORY: memory})
+                    memory_counted = True
+    return total

@@ -24,7 +24,8 @@ from quotree.eviction import (
     reclaim_reason,
     reclaim_victims,
 )
-from quotree.models import DEFAULT_TREE
+from quotree.flavors import allowed_flavors, charge
+from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, MAINTENANCE_ANNOTATION, FlavorConfig
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.runtime import OUTSIDE, QuotaTree
 
@@ -39,6 +40,9 @@ class Decisions:
     evictions: list[Eviction] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # pod -> in-quota / over-quota
     pending: dict[str, str] = field(default_factory=dict)  # pod -> why it waits (when it changed)
+    #: pod -> (flavor, its nodeLabels) for admitted pods charged to a flavor: the operator
+    #: adds the labels to the pod's nodeSelector in the patch that removes the gate.
+    flavors: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.admitted or self.evictions or self.labels or self.pending)
@@ -67,6 +71,9 @@ class Decider:
         self._lenders: dict[TreeNode, list[admission.Lender]] = {}  # per ancestor, this round
         self._now = 0.0
         self._admissions = itertools.count(1)
+        self.flavors: dict[str, FlavorConfig] = {}  # ResourceFlavors by name
+        #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
+        self.maintenance: str | None = None
 
     # ------------------------------------------------------------ records
 
@@ -105,6 +112,13 @@ class Decider:
                 pods.add_admitted(record)
                 self.tree_of(other).add_used(other, record.request)
             self._charge_outside(record, 1)
+        if record.flavor is not None and record.facts.gated:
+            # What the operator's admission patch does to the pod (the watch confirms it).
+            facts = record.facts
+            facts.labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
+            flavor = self.flavors.get(record.flavor)
+            if flavor is not None:
+                facts.node_selector = {**facts.node_selector, **flavor.node_labels}
 
     def _charge_outside(self, record: PodRecord, sign: int) -> None:
         """An admitted pod holds capacity in the trees that do not charge it too."""
@@ -114,6 +128,16 @@ class Decider:
         for tree in self.trees.values():
             if tree not in charged:
                 tree.add_used(OUTSIDE, record.request, sign)
+
+    def _admitted(self, out: Decisions, record: PodRecord, message: str) -> None:
+        """Report an admission decided here (with the flavor's nodeLabels, if any)."""
+        out.admitted.append((record.key, message))
+        if record.flavor is not None:
+            flavor = self.flavors.get(record.flavor)
+            out.flavors[record.key] = (
+                record.flavor,
+                dict(flavor.node_labels) if flavor is not None else {},
+            )
 
     # ------------------------------------------------------------ decisions
 
@@ -140,6 +164,11 @@ class Decider:
             names |= self._waiting_behind(names | released)
         for name in sorted(names):
             evicted |= self._decide_quota(name, now, out, relabel=name in touched)
+        # Placing a pod on a flavor moves its demand, which changes other quotas' runtimes:
+        # look at those now (their reclaim clock starts), not one round later.
+        for tree in list(self.trees.values()):
+            for name in sorted(tree.settle()):
+                evicted |= self._decide_quota(name, now, out, relabel=False)
         return evicted
 
     def _waiting_behind(self, names: set[str]) -> set[str]:
@@ -166,6 +195,19 @@ class Decider:
             why = problem.message if problem else f"ElasticQuota {name} does not exist"
             for _, key in pods.pending:
                 self._set_reason(self.pods[key], f"waiting: {why}", out)
+            return False
+        maintenance = self._in_maintenance(node)
+        if maintenance is not None:
+            # Account and report, decide nothing: no admission, no eviction, no reclaim clock.
+            self._over_since.pop(name, None)
+            pods.room = None  # when it ends, look at every pending pod again
+            for _, key in pods.pending:
+                self._set_reason(
+                    self.pods[key],
+                    f"waiting: maintenance mode ({maintenance}): quotree admits nothing new and "
+                    "evicts nothing until it ends",
+                    out,
+                )
             return False
         evicted = self._reclaim(name, node, pods, now, out)
         admitted_before = len(pods.admitted)
@@ -368,11 +410,19 @@ class Decider:
     ) -> bool:
         self._waiting_on_ancestor.discard(name)  # added back below while a pod still waits
         evicted = False
+        # Where an earlier pending pod of this scan, fitting no flavor now, waits (by its
+        # allowed flavors, request and preemptibility); forgotten when a pod is admitted or
+        # evicted (`_place_on_flavor`).
+        placed: dict[object, str] = {}
         may_preempt = node.config is not None and node.config.preempt_within_quota
         lowest: int | None = None  # lowest priority among the possible victims, when needed
         for _, key in list(pods.pending):
             record = self.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
+                continue
+            if record.flavor_needed and not self._place_on_flavor(
+                name, node, path, record, out, placed=placed
+            ):
                 continue
             np_short = admission.non_preemptible_shortfall(node, pods, record)
             if np_short:
@@ -384,7 +434,8 @@ class Decider:
                     name, path, node, record, out
                 ) and not self._waits_in_other_tree(name, record, out):
                     self._admit(record, f"fits in ElasticQuota {name}")
-                    out.admitted.append((key, admission.fit_message(name, node, record)))
+                    self._admitted(out, record, admission.fit_message(name, node, record))
+                    placed.clear()
                 continue
             if record.victims and any(
                 v in self.pods and self.pods[v].evicting for v in record.victims
@@ -411,6 +462,7 @@ class Decider:
                     for victim in victims:
                         self._evict(victim, "Preempted", reason, out)
                     evicted = True
+                    placed.clear()
                     record.victims = frozenset(v.key for v in victims)
                     # Victims still count as used until they are gone, unless the eviction
                     # took effect at once (the simulator): then the pod may fit now.
@@ -420,7 +472,7 @@ class Decider:
                         name, path, node, record, out
                     ) and not self._waits_in_other_tree(name, record, out):
                         self._admit(record, f"fits in ElasticQuota {name} after preemption")
-                        out.admitted.append((key, admission.fit_message(name, node, record)))
+                        self._admitted(out, record, admission.fit_message(name, node, record))
                     continue
             self._set_why(name, node, record, short, out)
         return evicted
@@ -460,3 +512,121 @@ class Decider:
                 self._set_reason(record, reason, out)
                 return True
         return False
+
+    # ------------------------------------------------------------ maintenance mode
+
+    def set_maintenance(self, reason: str | None) -> None:
+        """Enter maintenance mode for the whole cluster (reason: why, for pending pods) or,
+        with None, leave it: every quota is looked at again."""
+        if reason == self.maintenance:
+            return
+        self.maintenance = reason
+        for name, pods in self._quota_pods.items():
+            pods.room = None
+            self._touched.add(name)
+
+    def _in_maintenance(self, node: TreeNode) -> str | None:
+        """Why the quota is in maintenance mode (None: it is not): the operator's setting,
+        or the annotation on the top-level node above it."""
+        if self.maintenance is not None:
+            return self.maintenance
+        path = self.tree_of(node.name).path_up(node)
+        top = path[-2] if len(path) >= 2 else node  # path ends with the cluster root
+        if top.config is not None and top.config.maintenance:
+            return f"annotation {MAINTENANCE_ANNOTATION} on {top.config.describe()}"
+        return None
+
+    # ------------------------------------------------------------ resource flavors
+
+    def _charge_to(self, record: PodRecord, flavor: str) -> None:
+        """Move a pending pod's request (its demand) to `flavor`."""
+        if record.flavor == flavor:
+            return
+        assert record.quota is not None
+        config = self.tree_of(record.quota).config(record.quota)
+        assert config is not None
+        # The pod's demand moves in every tree that charges it (api.md, "Several trees").
+        charged_to = (record.quota, *record.also)
+        for quota in charged_to:
+            self.tree_of(quota).add_request(quota, record.request, -1)
+        record.flavor = flavor
+        record.charged = charge(
+            config, record.facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
+        )
+        for quota in charged_to:
+            self.tree_of(quota).add_request(quota, record.request)
+        record.reason_key = None
+
+    def _place_on_flavor(
+        self,
+        name: str,
+        node: TreeNode,
+        path: list[TreeNode],
+        record: PodRecord,
+        out: Decisions,
+        *,
+        placed: dict[object, str],
+    ) -> bool:
+        """Charge a pending pod to the first allowed flavor where it fits now (docs/design.md).
+
+        A pod's demand counts on one flavor at a time, and runtime follows demand, so
+        each flavor is tried with the demand moved there. When none fits now, the pod
+        waits on the first allowed flavor where it fits its quota's runtime (only an
+        ancestor's lent quota stands in the way, which reclaim returns), else on the
+        first allowed flavor (where in-quota preemption may make room). False: no
+        flavor allows it; it waits, and says so.
+        """
+        assert node.config is not None
+        allowed = allowed_flavors(node.config, record.facts, self.flavors)
+        if not allowed:
+            listed = ", ".join(node.config.flavors)
+            missing = [f for f in node.config.flavors if f not in self.flavors]
+            detail = f" ({', '.join(missing)} not defined yet)" if missing else ""
+            self._set_reason(
+                record,
+                f"waiting: none of ElasticQuota {name}'s flavors ({listed}){detail} "
+                "is allowed by the pod's nodeSelector or node affinity",
+                out,
+            )
+            return False
+        pods = self._quota_pods[name]
+        same = (tuple(allowed), tuple(sorted(record.facts.request.items())), record.preemptible)
+        earlier = placed.get(same)
+        if earlier is not None:
+            # A pod like this one found no flavor that fits now, and nothing was admitted or
+            # evicted since. The flavors other than its wait flavor have only lost demand
+            # since then (runtime never grows when demand shrinks): this pod cannot fit there
+            # either. On the wait flavor it may (its own demand adds runtime): the decider's
+            # usual checks say, on that flavor.
+            self._charge_to(record, earlier)
+            self.tree_of(name).node(name)
+            return True
+        wait: str | None = None
+        for flavor in allowed:
+            if flavor != record.flavor:
+                # Moving demand costs a settle: skip flavors where the pod cannot fit now
+                # (runtime never exceeds cap, the root's is the capacity), unless the flavor
+                # may still be the one it waits on.
+                charged = charge(
+                    node.config,
+                    record.facts.request,
+                    self.flavors.get(flavor) or FlavorConfig(flavor),
+                )
+                if not admission.may_fit(node, [], charged):
+                    continue
+                if wait is not None and not admission.may_fit(node, path, charged):
+                    continue
+            self._charge_to(record, flavor)
+            self.tree_of(name).node(name)  # runtimes follow the moved demand
+            if admission.non_preemptible_shortfall(node, pods, record):
+                continue
+            if admission.shortfall(node, record):
+                continue
+            if admission.ancestor_shortfall(path, node, record) is None:
+                return True
+            if wait is None:
+                wait = flavor
+        placed[same] = wait or allowed[0]
+        self._charge_to(record, placed[same])
+        self.tree_of(name).node(name)
+        return True

@@ -17,9 +17,11 @@ import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping
 
+from quotree.capacity import cluster_capacity, flavor_matches
 from quotree.decide import Decider, Decisions
 from quotree.eviction import Eviction
-from quotree.models import DEFAULT_TREE, NodeConfig, PodFacts
+from quotree.flavors import allowed_flavors, charge, needs_flavor
+from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, FlavorConfig, NodeConfig, PodFacts, flavored
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.quantity import add_amounts
 from quotree.resolution import (
@@ -59,7 +61,8 @@ class Engine(Decider):
         #: Namespaces never gated (`resolution.never_gated`, plus Kubernetes' own).
         self.system_namespaces = never_gated(None, system_namespaces)
         self.coverage = Coverage(self.system_namespaces, default_quota)
-        self._cluster_nodes: dict[str, dict[str, int]] = {}
+        # cluster node -> (allocatable, labels), for the nodes that count
+        self._cluster_nodes: dict[str, tuple[dict[str, int], dict[str, str]]] = {}
         self._capacity: dict[str, int] = {}
         self._unmanaged: dict[str, int] = {}  # requests of bound pods no tree charges
         # Objects whose name another tree already holds (rule 6 across trees, the webhook
@@ -87,6 +90,12 @@ class Engine(Decider):
             self.coverage.add(config)
         self._touched.add(config.name)
         self._reresolve(namespaces_of(old) | namespaces_of(config))
+        if (
+            config.is_leaf
+            and old is not None
+            and (old.flavors, old.flavored_resources) != (config.flavors, config.flavored_resources)
+        ):
+            self._recharge({config.name})
 
     # ------------------------------------------------------------ several trees
 
@@ -223,22 +232,128 @@ class Engine(Decider):
                     if record.state is PodState.ADMITTED and facts.gated:
                         # Admitted, its gate removal not seen yet: it runs without the gate.
                         facts = dataclasses.replace(facts, gated=False)
+                    if record.state is PodState.ADMITTED and record.flavor is not None:
+                        labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
+                        facts = dataclasses.replace(facts, labels=labels)
                     self.forget_pod(key)
                     self.observe_pod(facts)
 
-    def set_cluster_node(self, name: str, allocatable: Mapping[str, int] | None) -> None:
-        """A cluster node's allocatable (None: gone or not counted; `capacity.node_allocatable`)."""
+    def set_cluster_node(
+        self,
+        name: str,
+        allocatable: Mapping[str, int] | None,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        """A cluster node's allocatable (None: gone or not counted; `capacity.node_allocatable`)
+        and its labels (which flavors it belongs to)."""
         if allocatable is None:
             self._cluster_nodes.pop(name, None)
         else:
-            self._cluster_nodes[name] = dict(allocatable)
-        total: dict[str, int] = {}
-        for amounts in self._cluster_nodes.values():
-            for resource, amount in amounts.items():
-                total[resource] = total.get(resource, 0) + amount
-        self._capacity = total
+            self._cluster_nodes[name] = (dict(allocatable), dict(labels or {}))
+        self._set_capacity()
+
+    def _set_capacity(self) -> None:
+        """Every tree shares out the whole cluster (flavors' capacities included)."""
+        self._capacity = cluster_capacity(self._cluster_nodes, self.flavors)
         for tree in self.trees.values():
-            tree.set_capacity(total)
+            tree.set_capacity(self._capacity)
+
+    # ------------------------------------------------------------ resource flavors
+
+    def set_flavor(self, flavor: FlavorConfig) -> None:
+        """A ResourceFlavor was added or changed: capacities and the pods that may use it."""
+        if self.flavors.get(flavor.name) == flavor:
+            return
+        self.flavors[flavor.name] = flavor
+        self._flavor_changed(flavor.name)
+
+    def remove_flavor(self, name: str) -> None:
+        """A ResourceFlavor is gone: its capacity is 0; admitted pods stay charged to it."""
+        if self.flavors.pop(name, None) is not None:
+            self._flavor_changed(name)
+
+    def _flavor_changed(self, name: str) -> None:
+        self._set_capacity()
+        self._recharge(
+            {
+                q
+                for tree in self.trees.values()
+                for q, cfg in tree.structure.items()
+                if cfg.is_leaf and name in cfg.flavors
+            }
+        )
+
+    def _recharge(self, quotas: set[str]) -> None:
+        """Charge the pods of `quotas` again (their flavors or a flavor they name changed).
+
+        Admitted pods keep their flavor and their place in the in-quota order; pending
+        pods are placed again.
+        """
+        for quota in sorted(quotas):
+            pods = self._quota_pods.get(quota)
+            if pods is None:
+                continue
+            for key in [k for _, k in pods.pending] + list(pods.admitted):
+                record = self.pods[key]
+                facts = record.facts
+                if record.state is PodState.ADMITTED:
+                    if facts.gated:
+                        facts = dataclasses.replace(facts, gated=False)
+                    if record.flavor is not None:
+                        labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
+                        facts = dataclasses.replace(facts, labels=labels)
+                seq, capacity = record.admitted_seq, record.capacity
+                self.forget_pod(key)
+                again = self.observe_pod(facts)
+                if again is not None and again.state is PodState.ADMITTED:
+                    again.admitted_seq, again.capacity = seq, capacity
+
+    def _charge_new(self, record: PodRecord) -> None:
+        """Which flavor a new pod of a quota that splits its request by flavor is charged to.
+
+        A gated pod starts on the first flavor it allows (the decider moves it to the
+        first where it fits, `Decider._place_on_flavor`). A running pod stays where it
+        is: its `quotree.io/flavor` label, else the flavor of the node it is bound to,
+        else the first flavor it allows.
+        """
+        assert record.quota is not None
+        config = self.tree_of(record.quota).config(record.quota)
+        facts = record.facts
+        if config is None or not needs_flavor(config, facts.request, self.flavors):
+            return
+        record.flavor_needed = True
+        allowed = allowed_flavors(config, facts, self.flavors)
+        flavor = allowed[0] if allowed else None
+        if not facts.gated:
+            labelled = facts.labels.get(FLAVOR_LABEL)
+            node = self._cluster_nodes.get(facts.node_name or "")
+            on_node = [
+                f
+                for f in config.flavors
+                if node is not None
+                and f in self.flavors
+                and flavor_matches(self.flavors[f], node[1])
+            ]
+            if labelled in config.flavors:
+                flavor = labelled
+            elif on_node:
+                flavor = on_node[0]
+        if flavor is not None:
+            record.flavor = flavor
+            record.charged = charge(
+                config, facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
+            )
+
+    def _unmanaged_charge(self, facts: PodFacts) -> dict[str, int]:
+        """What a bound pod outside the tree holds: its request, also on its node's flavors."""
+        node = self._cluster_nodes.get(facts.node_name or "")
+        held = dict(facts.request)
+        if node is not None:
+            for flavor in self.flavors.values():
+                if flavor_matches(flavor, node[1]):
+                    for resource, amount in facts.request.items():
+                        held[flavored(resource, flavor.name)] = amount
+        return held
 
     # ------------------------------------------------------------ resolution
 
@@ -272,7 +387,8 @@ class Engine(Decider):
                 and facts.node_name
                 and not record.facts.node_name
             ):
-                self._add_unmanaged(facts.request)  # bound now: it holds capacity
+                record.charged = self._unmanaged_charge(facts)
+                self._add_unmanaged(record.request)  # bound now: it holds capacity
             record.facts = facts
             record.preemptible = facts.preemptible
             if facts.deleting and record.state is PodState.ADMITTED and not record.evicting:
@@ -286,7 +402,8 @@ class Engine(Decider):
             self.pods[key] = record
             self._ns_pods.setdefault(facts.namespace, set()).add(key)
             if facts.node_name:
-                self._add_unmanaged(facts.request)
+                record.charged = self._unmanaged_charge(facts)
+                self._add_unmanaged(record.request)
             return record
         record = PodRecord(
             facts, quota, PodState.PENDING, next(self._arrivals), also=resolution.others
@@ -301,11 +418,12 @@ class Engine(Decider):
             self._unannounced[key] = record.reason
             return record
         pods = self._quota_pods.setdefault(quota, QuotaPods())
-        self.tree_of(quota).add_request(quota, facts.request)
+        self._charge_new(record)
+        self.tree_of(quota).add_request(quota, record.request)
         self._touched.add(quota)
         for other in record.also:
             other_pods = self._quota_pods.setdefault(other, QuotaPods())
-            self.tree_of(other).add_request(other, facts.request)
+            self.tree_of(other).add_request(other, record.request)
             if facts.gated:
                 other_pods.add_also_pending(record)
         if facts.gated:

@@ -22,7 +22,10 @@ __all__ = [
     "ADMISSION_GATE",
     "CAPACITY_LABEL",
     "DEFAULT_TREE",
+    "FLAVOR_LABEL",
+    "GPU_MEMORY",
     "GROUP",
+    "MAINTENANCE_ANNOTATION",
     "MANAGED_LABEL",
     "PREEMPTIBLE_LABEL",
     "QUOTA_LABEL",
@@ -30,10 +33,16 @@ __all__ = [
     "CohortSpec",
     "ConfigError",
     "ElasticQuotaSpec",
+    "FlavorConfig",
+    "FlavorQuotaSpec",
     "NodeConfig",
+    "NodeSelectorTerm",
     "PodFacts",
     "PreemptionSpec",
+    "ResourceFlavorSpec",
     "effective_request",
+    "flavored",
+    "parse_flavor",
     "parse_node",
     "pod_facts",
     "quota_label",
@@ -56,6 +65,12 @@ def quota_label(tree: str) -> str:
     return QUOTA_LABEL if tree == DEFAULT_TREE else f"{QUOTA_LABEL}.{tree}"
 
 
+#: On a pod admitted to a flavor (api.md, "Resource flavors"): the flavor's name.
+FLAVOR_LABEL = "quotree.io/flavor"
+#: "true" on a top-level Cohort or ElasticQuota: maintenance mode for its subtree (MCAD's).
+MAINTENANCE_ANNOTATION = "quotree.io/maintenance"
+#: The derived resource a flavor with `gpuMemoryPerGPU` charges (nos's GPU memory).
+GPU_MEMORY = "quotree.io/gpu-memory"
 #: On every namespace some ElasticQuota covers (api.md, "Managed namespaces"); set and
 #: removed by the operator only. The pod webhooks select namespaces by it.
 MANAGED_LABEL = "quotree.io/managed"
@@ -100,17 +115,9 @@ class PreemptionSpec(BaseModel):
     )
 
 
-class _NodeSpec(BaseModel):
+class _ResourceLists(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    parent: str | None = Field(
-        default=None, description="The parent Cohort; omitted: a top-level node."
-    )
-    tree: str = Field(
-        default=DEFAULT_TREE,
-        description="The tree this node belongs to; each tree shares out the whole cluster.",
-        json_schema_extra={"pattern": _TREE_NAME.pattern, "maxLength": 52},
-    )
     min: ResourceList | None = Field(default=None, description="Guaranteed amounts.")
     max: ResourceList | None = Field(default=None, description="Ceiling; omitted: unlimited.")
     sharedWeight: ResourceList | None = Field(
@@ -128,6 +135,47 @@ class _NodeSpec(BaseModel):
         _check_resource_list
     )
 
+
+class FlavorQuotaSpec(_ResourceLists):
+    """One entry of `flavors`: a ResourceFlavor and this node's resource lists for it."""
+
+    name: str = Field(description="A ResourceFlavor.")
+
+    @field_validator("name")
+    @classmethod
+    def _flavor_name(cls, value: str) -> str:
+        if not _DNS_SUBDOMAIN.match(value):
+            raise ValueError(f"{value!r} is not a valid object name")
+        return value
+
+
+class _NodeSpec(_ResourceLists):
+    parent: str | None = Field(
+        default=None, description="The parent Cohort; omitted: a top-level node."
+    )
+    tree: str = Field(
+        default=DEFAULT_TREE,
+        description="The tree this node belongs to; each tree shares out the whole cluster.",
+        json_schema_extra={"pattern": _TREE_NAME.pattern, "maxLength": 52},
+    )
+    flavors: list[FlavorQuotaSpec] | None = Field(
+        default=None,
+        description="Per ResourceFlavor, in order of preference: the resource lists of "
+        "the resources this node splits by flavor (each charged as <resource>@<flavor>).",
+    )
+
+    @field_validator("flavors")
+    @classmethod
+    def _flavor_names_unique(
+        cls, value: list[FlavorQuotaSpec] | None
+    ) -> list[FlavorQuotaSpec] | None:
+        seen: set[str] = set()
+        for entry in value or ():
+            if entry.name in seen:
+                raise ValueError(f"flavor {entry.name} is listed twice")
+            seen.add(entry.name)
+        return value
+
     @field_validator("parent")
     @classmethod
     def _parent_name(cls, value: str | None) -> str | None:
@@ -143,6 +191,43 @@ class _NodeSpec(BaseModel):
                 f"{value!r} is not a valid tree name (lower-case letters, digits and '-', "
                 "at most 52 characters)"
             )
+        return value
+
+
+class ResourceFlavorSpec(BaseModel):
+    """spec of a ResourceFlavor: a kind of cluster node (e.g. a GPU model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nodeLabels: dict[str, str] | None = Field(
+        default=None,
+        description="The labels of the nodes of this flavor; they count toward its capacity, "
+        "and pods admitted to it get them as nodeSelector.",
+    )
+    gpuMemoryPerGPU: Quantity | None = Field(
+        default=None,
+        description="Memory of one GPU of this flavor (e.g. 80Gi): a pod admitted to it is "
+        "also charged quotree.io/gpu-memory = its GPUs times this.",
+    )
+    gpuResource: str = Field(
+        default="nvidia.com/gpu", description="The GPU resource gpuMemoryPerGPU derives from."
+    )
+
+    @field_validator("gpuMemoryPerGPU")
+    @classmethod
+    def _memory(cls, value: Quantity | None) -> Quantity | None:
+        if value is not None:
+            try:
+                parse_quantity(value, GPU_MEMORY)
+            except QuantityError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("gpuResource")
+    @classmethod
+    def _gpu_resource(cls, value: str) -> str:
+        if not _RESOURCE_NAME.match(value):
+            raise ValueError(f"{value!r} is not a resource name")
         return value
 
 
@@ -183,6 +268,14 @@ class NodeConfig:
     namespaces: tuple[str, ...] = ()
     preempt_within_quota: bool = True
     tree: str = DEFAULT_TREE
+    #: The ResourceFlavors of `spec.flavors`, in order. Their resource lists are merged
+    #: into min, max, ... above under the names `<resource>@<flavor>`.
+    flavors: tuple[str, ...] = ()
+    #: The resources `spec.flavors` names (plain names): a pod's request for one of them
+    #: is charged to a flavor.
+    flavored_resources: frozenset[str] = frozenset()
+    #: The annotation MAINTENANCE_ANNOTATION is "true" (it acts on top-level nodes).
+    maintenance: bool = False
 
     @property
     def is_leaf(self) -> bool:
@@ -200,6 +293,22 @@ def _parsed(values: ResourceList | None) -> dict[str, int]:
     return {name: parse_quantity(amount, name) for name, amount in (values or {}).items()}
 
 
+def flavored(resource: str, flavor: str) -> str:
+    """The tree resource of `resource` on `flavor`: `nvidia.com/gpu@a100`."""
+    return f"{resource}@{flavor}"
+
+
+def _lists_with_flavors(spec: _NodeSpec) -> dict[str, dict[str, int]]:
+    """The node's five resource lists, its flavors' entries merged in as `<resource>@<flavor>`."""
+    fields = ("min", "max", "sharedWeight", "lendingLimit", "borrowingLimit")
+    out = {f: _parsed(getattr(spec, f)) for f in fields}
+    for entry in spec.flavors or ():
+        for f in fields:
+            for resource, amount in _parsed(getattr(entry, f)).items():
+                out[f][flavored(resource, entry.name)] = amount
+    return out
+
+
 # pydantic names each member of the Quantity union it tried in the error's location.
 _QUANTITY_UNION_TAGS = frozenset({"str", "int", "float"})
 
@@ -211,6 +320,29 @@ def _one_line(text: object) -> str:
 
 def _error_path(loc: tuple[int | str, ...]) -> str:
     return _one_line(".".join(str(part) for part in loc))
+
+
+def _validation_message(exc: ValidationError) -> str:
+    """`spec.<field>: <problem>` for the first error of a spec, `(and N more)` after it."""
+    errors = exc.errors()
+    first = errors[0]
+    loc = tuple(first["loc"])
+    message = _one_line(str(first["msg"]).removeprefix("Value error, "))
+    if loc and loc[-1] in _QUANTITY_UNION_TAGS:
+        # A value that is none of the quantity types: one error, not one per type tried.
+        loc = loc[:-1]
+        message = 'must be a quantity (a string such as "500m" or a number)'
+    count = len(
+        {
+            tuple(e["loc"])[:-1]
+            if e["loc"] and e["loc"][-1] in _QUANTITY_UNION_TAGS
+            else tuple(e["loc"])
+            for e in errors
+        }
+    )
+    where = _error_path(("spec", *loc))
+    more = f" (and {count - 1} more)" if count > 1 else ""
+    return f"{where}: {message}{more}"
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
@@ -236,45 +368,76 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
     try:
         spec = model.model_validate(dict(spec_obj))
     except ValidationError as exc:
-        errors = exc.errors()
-        first = errors[0]
-        loc = tuple(first["loc"])
-        message = _one_line(str(first["msg"]).removeprefix("Value error, "))
-        if loc and loc[-1] in _QUANTITY_UNION_TAGS:
-            # A value that is none of the quantity types: one error, not one per type tried.
-            loc = loc[:-1]
-            message = 'must be a quantity (a string such as "500m" or a number)'
-        count = len(
-            {
-                tuple(e["loc"])[:-1]
-                if e["loc"] and e["loc"][-1] in _QUANTITY_UNION_TAGS
-                else tuple(e["loc"])
-                for e in errors
-            }
-        )
-        where = _error_path(("spec", *loc))
-        more = f" (and {count - 1} more)" if count > 1 else ""
-        raise ConfigError(f"{label}: {where}: {message}{more}") from None
+        raise ConfigError(f"{label}: {_validation_message(exc)}") from None
     quota = spec if isinstance(spec, ElasticQuotaSpec) else None
+    lists = _lists_with_flavors(spec)
+    annotations = metadata.get("annotations") or {}
+    fields = ("min", "max", "sharedWeight", "lendingLimit", "borrowingLimit")
     return NodeConfig(
         kind=kind,
         name=name,
         parent=spec.parent,
         namespace=namespace if kind == "ElasticQuota" else None,
-        min=_parsed(spec.min),
-        max=_parsed(spec.max),
-        shared_weight=_parsed(spec.sharedWeight),
-        lending_limit=_parsed(spec.lendingLimit),
-        borrowing_limit=_parsed(spec.borrowingLimit),
+        min=lists["min"],
+        max=lists["max"],
+        shared_weight=lists["sharedWeight"],
+        lending_limit=lists["lendingLimit"],
+        borrowing_limit=lists["borrowingLimit"],
+        flavors=tuple(entry.name for entry in spec.flavors or ()),
+        flavored_resources=frozenset(
+            resource
+            for entry in spec.flavors or ()
+            for f in fields
+            for resource in getattr(entry, f) or ()
+        ),
         namespaces=tuple(quota.namespaces or ()) if quota else (),
         preempt_within_quota=not (
             quota and quota.preemption and quota.preemption.withinQuota == "Never"
         ),
         tree=spec.tree,
+        maintenance=isinstance(annotations, Mapping)
+        and str(annotations.get(MAINTENANCE_ANNOTATION, "")).lower() == "true",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorConfig:
+    """A ResourceFlavor, parsed."""
+
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    gpu_memory_per_gpu: int | None = None  # base units (bytes) of GPU_MEMORY per GPU
+    gpu_resource: str = "nvidia.com/gpu"
+
+
+def parse_flavor(obj: Mapping[str, Any]) -> FlavorConfig:
+    """Parse a ResourceFlavor object; ConfigError with one line naming it and the field."""
+    metadata = obj.get("metadata") or {}
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    label = _one_line(f"ResourceFlavor {name}" if name else "ResourceFlavor (no name)")
+    if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
+        raise ConfigError(f"{label}: metadata.name must be a valid object name")
+    spec_obj = obj.get("spec") or {}
+    if not isinstance(spec_obj, Mapping):
+        raise ConfigError(f"{label}: spec must be an object")
+    try:
+        spec = ResourceFlavorSpec.model_validate(dict(spec_obj))
+    except ValidationError as exc:
+        raise ConfigError(f"{label}: {_validation_message(exc)}") from None
+    per_gpu = spec.gpuMemoryPerGPU
+    return FlavorConfig(
+        name=name,
+        node_labels=dict(spec.nodeLabels or {}),
+        gpu_memory_per_gpu=None if per_gpu is None else parse_quantity(per_gpu, GPU_MEMORY),
+        gpu_resource=spec.gpuResource,
     )
 
 
 # ---------------------------------------------------------------- pods
+
+
+#: One term of a required node affinity: (key, operator, values) expressions, all must hold.
+NodeSelectorTerm = tuple[tuple[str, str, tuple[str, ...]], ...]
 
 
 @dataclass(slots=True)
@@ -291,6 +454,10 @@ class PodFacts:
     phase: str = "Pending"
     gated: bool = False
     deleting: bool = False
+    #: spec.nodeSelector, and the required node affinity's terms (ORed), each a tuple of
+    #: (key, operator, values) expressions (ANDed): which flavors the pod allows.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    node_affinity: tuple[NodeSelectorTerm, ...] = ()
 
     @property
     def key(self) -> str:
@@ -373,6 +540,26 @@ def _timestamp(value: object) -> float | None:
     return None
 
 
+def _affinity_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    """The required node affinity's matchExpressions, term by term (matchFields are left out:
+    they name nodes, not kinds of nodes)."""
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = []
+    for term in required.get("nodeSelectorTerms") or ():
+        terms.append(
+            tuple(
+                (
+                    str(expr.get("key", "")),
+                    str(expr.get("operator", "")),
+                    tuple(str(v) for v in expr.get("values") or ()),
+                )
+                for expr in (term or {}).get("matchExpressions") or ()
+            )
+        )
+    return tuple(terms)
+
+
 def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFacts:
     """Read a Pod object (a dict as the API serves it) into PodFacts."""
     metadata = obj.get("metadata") or {}
@@ -395,4 +582,6 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
         phase=status.get("phase") or "Pending",
         gated=any(gate.get("name") == ADMISSION_GATE for gate in gates),
         deleting=bool(metadata.get("deletionTimestamp")),
+        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        node_affinity=_affinity_terms(spec),
     )

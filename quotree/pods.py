@@ -44,6 +44,13 @@ class PodRecord:
     #: the quotas it is charged to in the other trees (api.md, "Several trees"); `quota` is
     #: the first tree's, the one whose pending queue holds it
     also: tuple[str, ...] = ()
+    #: The ResourceFlavor the pod is charged to (pending: the one it waits on), if any.
+    flavor: str | None = None
+    #: The pod's request as charged (`flavors.charge`: `<resource>@<flavor>` names, derived
+    #: GPU memory; for a bound unmanaged pod, its node's flavors too); None: as requested.
+    charged: dict[str, int] | None = None
+    #: Its quota splits a resource it requests by flavor (it is admitted only on a flavor).
+    flavor_needed: bool = False
 
     def __post_init__(self) -> None:
         self.preemptible = self.facts.preemptible
@@ -54,7 +61,8 @@ class PodRecord:
 
     @property
     def request(self) -> dict[str, int]:
-        return self.facts.request
+        """What the pod is charged, in the tree's resource names."""
+        return self.facts.request if self.charged is None else self.charged
 
     def order(self) -> tuple[int, float, str]:
         """Importance order: higher priority first, then older, then by name."""

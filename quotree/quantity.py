@@ -19,6 +19,7 @@ __all__ = [
     "UNLIMITED",
     "QuantityError",
     "add_amounts",
+    "base_resource",
     "format_quantity",
     "is_unlimited",
     "parse_quantity",
@@ -53,9 +54,14 @@ _QUANTITY = re.compile(
 )
 
 
+def base_resource(resource: str) -> str:
+    """The Kubernetes resource behind a tree resource: `cpu@a100` (a flavor's share) is cpu."""
+    return resource.partition("@")[0]
+
+
 def _scale(resource: str) -> int:
     """How many base units make one unit of the quantity: cpu counts millicores."""
-    return 1000 if resource == "cpu" else 1
+    return 1000 if base_resource(resource) == "cpu" else 1
 
 
 def parse_quantity(value: object, resource: str) -> int:
@@ -121,6 +127,7 @@ def format_quantity(amount: int, resource: str) -> str:
     """
     if is_unlimited(amount):
         return "unlimited"
+    resource = base_resource(resource)
     if resource == "cpu":
         return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
     if amount and resource.endswith(_MEMORY_LIKE):

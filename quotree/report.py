@@ -53,8 +53,18 @@ def render_tree(
         children.setdefault(parent, []).append(name)
     capacity = ", ".join(f"{r} {a}" for r, a in data["capacity"].items()) or "none"
     lines = [f"cluster (capacity: {capacity})"]
+    # Flavored resources (`nvidia.com/gpu@a100`) are long: the column grows to fit them.
+    width = max(
+        [16]
+        + [
+            len(r) + 1
+            for entry in nodes.values()
+            for r in (*entry["min"], *entry["max"], *entry["runtime"])
+        ]
+    )
     header = (
-        f"{'':<34}{'RESOURCE':<16}{'MIN':>8}{'MAX':>10}{'REQUEST':>10}{'RUNTIME':>10}{'USED':>10}"
+        f"{'':<34}{'RESOURCE':<{width}}"
+        f"{'MIN':>8}{'MAX':>10}{'REQUEST':>10}{'RUNTIME':>10}{'USED':>10}"
     )
     if bar_width:
         header += f" {'USED/RUNTIME':<{bar_width + 2}}"
@@ -70,7 +80,7 @@ def render_tree(
         for i, resource in enumerate(resources or [""]):
             first = title if i == 0 else ""
             line = (
-                f"{first:<34}{resource:<16}"
+                f"{first:<34}{resource:<{width}}"
                 f"{entry['min'].get(resource, '0') if resource else '':>8}"
                 f"{entry['max'].get(resource, '-') if resource else '':>10}"
                 f"{entry['request'].get(resource, ''):>10}"

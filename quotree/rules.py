@@ -12,7 +12,7 @@ the resource and the numbers, and the one-line message built from them.
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from quotree.models import NodeConfig
@@ -28,6 +28,7 @@ __all__ = [
     "cycle_problem",
     "min_above_max",
     "min_sum_problem",
+    "missing_flavor",
     "name_taken",
     "names_shared",
     "parent_in_other_tree",
@@ -110,6 +111,21 @@ def parent_problem(config: NodeConfig, configs: Mapping[str, NodeConfig]) -> Pro
             f"{label}: parent {config.parent} is an ElasticQuota; only a Cohort can be a parent",
         )
     return None
+
+
+def missing_flavor(config: NodeConfig, flavors: Collection[str]) -> Problem | None:
+    """Flavors: a flavor a node names must exist; until it does, a warning (like rule 3's
+    missing parent), and no pod is charged to it."""
+    missing = [name for name in config.flavors if name not in flavors]
+    if not missing:
+        return None
+    names = ", ".join(missing)
+    return Problem(
+        config.describe(),
+        "FlavorNotFound",
+        f"{config.describe()}: ResourceFlavor {names} does not exist yet; no pod is "
+        "charged to it until it does",
+    )
 
 
 def cycle_problem(config: NodeConfig, loop: list[str]) -> Problem:
@@ -245,11 +261,16 @@ def _structure(configs: Mapping[str, NodeConfig]) -> Structure:
     return Structure(configs)
 
 
-def check_apply(configs: Mapping[str, NodeConfig], new: NodeConfig) -> Verdict:
+def check_apply(
+    configs: Mapping[str, NodeConfig],
+    new: NodeConfig,
+    flavors: Collection[str] | None = None,
+) -> Verdict:
     """May `new` be created, or replace the object of the same name, in `configs`?
 
     `configs` is the current tree by name (the object's old version included,
     if it exists); pass a `Structure` to avoid building its graph again.
+    `flavors`: the ResourceFlavors that exist (None: not checked).
     Quantities were already parsed and found >= 0 (rule 1) by `parse_node`.
     """
     structure = _structure(configs)
@@ -277,6 +298,9 @@ def check_apply(configs: Mapping[str, NodeConfig], new: NodeConfig) -> Verdict:
         problem = min_sum_problem(new, children, proposed=True)
     if problem is not None:
         return Verdict.deny(problem.message)
+    absent = missing_flavor(new, flavors) if flavors is not None else None
+    if absent is not None:
+        warnings.append(absent.message)
     return Verdict(True, warnings=warnings)
 
 
@@ -290,12 +314,16 @@ def parent_in_other_tree(config: NodeConfig, parent_tree: str) -> Problem:
     )
 
 
-def check_apply_forest(forest: Mapping[str, Mapping[str, NodeConfig]], new: NodeConfig) -> Verdict:
+def check_apply_forest(
+    forest: Mapping[str, Mapping[str, NodeConfig]],
+    new: NodeConfig,
+    flavors: Collection[str] | None = None,
+) -> Verdict:
     """`check_apply` over several trees (api.md, "Several trees"): names are unique across
     trees (rule 6), a parent is in the node's own tree, a Cohort does not leave its
     children behind in another tree, and the other rules hold within the node's tree.
 
-    `forest` maps each tree's name to its configs by name.
+    `forest` maps each tree's name to its configs by name; `flavors` as in `check_apply`.
     """
     own = forest.get(new.tree, {})
     for tree, configs in forest.items():
@@ -314,7 +342,7 @@ def check_apply_forest(forest: Mapping[str, Mapping[str, NodeConfig]], new: Node
                 )
         if new.parent is not None and new.parent not in own and new.parent in configs:
             return Verdict.deny(parent_in_other_tree(new, tree).message)
-    return check_apply(own, new)
+    return check_apply(own, new, flavors=flavors)
 
 
 def check_delete(

@@ -30,12 +30,13 @@ from quotree.models import (
     VERSION,
     ConfigError,
     NodeConfig,
+    parse_flavor,
     parse_node,
     pod_facts,
 )
 from quotree.quantity import format_quantity
 from quotree.report import render_tree
-from quotree.rules import check_apply_forest
+from quotree.rules import check_apply_forest, missing_flavor
 
 __all__ = [
     "SimulatedEngine",
@@ -157,17 +158,32 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
                 raise SimulationError(verdict.message)
             warnings.extend(verdict.warnings)
             engine.set_config(config)
+        elif kind == "ResourceFlavor":
+            if doc.get("apiVersion") != API_VERSION:
+                raise SimulationError(
+                    f"{_name(doc)}: apiVersion must be {API_VERSION}, not {doc.get('apiVersion')!r}"
+                )
+            try:
+                engine.set_flavor(parse_flavor(doc))
+            except ConfigError as exc:
+                raise SimulationError(str(exc)) from None
         elif kind == "Node":
-            name = (doc.get("metadata") or {}).get("name") or origin
+            metadata = doc.get("metadata") or {}
+            name = metadata.get("name") or origin
             counted = node_allocatable(doc)
             warnings.extend(counted.warnings)
-            engine.set_cluster_node(str(name), counted.allocatable)
+            engine.set_cluster_node(str(name), counted.allocatable, metadata.get("labels") or {})
         elif kind == "Pod":
             pods.append((origin, doc))
         else:
             raise SimulationError(
-                f"{origin}: unknown kind {kind!r} (want Cohort, ElasticQuota, Node or Pod)"
+                f"{origin}: unknown kind {kind!r} "
+                "(want Cohort, ElasticQuota, ResourceFlavor, Node or Pod)"
             )
+    for config in engine.all_configs().values():
+        missing = missing_flavor(config, engine.flavors)
+        if missing is not None:
+            warnings.append(missing.message)
     for _, problem in sorted(engine.problems().items()):
         if problem.reason == "ParentNotFound":
             warnings.append(problem.message)
@@ -218,6 +234,9 @@ def _pod_entry(record: PodRecord, engine: Engine | None = None) -> dict[str, Any
         "capacity": record.capacity if state is PodState.ADMITTED else None,
         "reason": record.reason,
     }
+    if record.flavor is not None:
+        # The flavor it is charged to (pending: the one it waits on; docs/design.md).
+        entry["flavor"] = record.flavor
     if engine is not None:
         charged = [q for q in (record.quota, *record.also) if q]
         entry["quotas"] = {_tree_of(engine, q): q for q in charged}

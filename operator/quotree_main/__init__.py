@@ -198,6 +198,11 @@ async def cohort_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, *
     _process(memo).controller.inputs.observe_quota_object(body, _deleted(event))
 
 
+@kopf.on.event(GROUP, VERSION, "resourceflavors")
+async def flavor_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    _process(memo).controller.inputs.observe_flavor(body, _deleted(event))
+
+
 @kopf.on.event(GROUP, VERSION, "elasticquotas")
 async def quota_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     _process(memo).controller.inputs.observe_quota_object(body, _deleted(event))

@@ -43,7 +43,7 @@ def explain(exc: KubeError) -> str:
             f"{_PREFIX}RBAC denies a call it needs ({detail}); give its ServiceAccount the "
             "permissions in manifests/access (kubectl apply -k manifests/access); retrying"
         )
-    if exc.status == 404 and ("Cohort" in detail or "ElasticQuota" in detail):
+    if exc.status == 404 and any(k in detail for k in ("Cohort", "ElasticQuota", "ResourceFlavor")):
         return (
             f"{_PREFIX}the quotree CRDs are not installed ({detail}); install them with "
             "kubectl apply -f crds/ (kubectl apply -k manifests/ includes them); retrying"

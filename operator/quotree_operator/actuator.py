@@ -53,7 +53,9 @@ class Actuator:
         """Start the API writes for one set of decisions (bounded concurrency, not awaited)."""
         labels = dict(decisions.labels)
         for key, message in decisions.admitted:
-            self._spawn(self._admit(key, labels.pop(key, None), message))
+            self._spawn(
+                self._admit(key, labels.pop(key, None), message, decisions.flavors.get(key))
+            )
         for eviction in decisions.evictions:
             self._spawn(self._evict(eviction))
         for key, label in labels.items():
@@ -79,7 +81,13 @@ class Actuator:
                 delay *= 2
         return False  # pragma: no cover - the loop returns or raises
 
-    async def _admit(self, key: str, capacity: str | None, message: str) -> None:
+    async def _admit(
+        self,
+        key: str,
+        capacity: str | None,
+        message: str,
+        flavor: tuple[str, dict[str, str]] | None = None,
+    ) -> None:
         namespace, name = _split(key)
         for _ in range(3):
             handle = self.inputs.pods.get(key)
@@ -88,7 +96,14 @@ class Actuator:
             if ADMISSION_GATE not in handle.gates:
                 break  # the gate is gone already (restart, or removed by hand)
             admit = functools.partial(
-                self.kube.admit, namespace, name, handle.gates, handle.has_labels, capacity
+                self.kube.admit,
+                namespace,
+                name,
+                handle.gates,
+                handle.has_labels,
+                capacity,
+                flavor=flavor,
+                has_node_selector=handle.has_node_selector,
             )
             try:
                 done = await self._retrying(f"admit {key}", admit)
@@ -107,7 +122,8 @@ class Actuator:
             if not done:
                 return
             handle.gates = tuple(g for g in handle.gates if g != ADMISSION_GATE)
-            handle.has_labels = handle.has_labels or capacity is not None
+            handle.has_labels = handle.has_labels or capacity is not None or flavor is not None
+            handle.has_node_selector = handle.has_node_selector or bool(flavor and flavor[1])
             record = self.inputs.engine.pods.get(key)
             if record is not None:
                 METRICS.admitted(record.quota, record.facts.created)

@@ -8,11 +8,11 @@ client (tests/unit/operator/test_bodies.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, GROUP
+from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, FLAVOR_LABEL, GROUP
 
 __all__ = ["COMPONENT", "admission_patch", "eviction", "pod_event"]
 
@@ -27,23 +27,43 @@ def _escape(key: str) -> str:
 
 
 def admission_patch(
-    gates: Sequence[str], has_labels: bool, capacity: str | None
+    gates: Sequence[str],
+    has_labels: bool,
+    capacity: str | None,
+    flavor: tuple[str, Mapping[str, str]] | None = None,
+    *,
+    has_node_selector: bool = False,
 ) -> list[dict[str, Any]]:
     """The JSON patch that removes our scheduling gate and sets the capacity label at once.
 
     `gates` are the pod's gate names as last seen; the `test` op makes the patch fail (422)
-    instead of removing someone else's gate if the list has changed since.
+    instead of removing someone else's gate if the list has changed since. `flavor` (its
+    name and nodeLabels): the same patch adds the nodeLabels to `spec.nodeSelector` (the
+    API allows adding scheduling constraints while the pod is gated) and sets the label
+    `quotree.io/flavor`, so the scheduler places the pod on that kind of node.
     """
     index = list(gates).index(ADMISSION_GATE)
     ops: list[dict[str, Any]] = [
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": ADMISSION_GATE},
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
     ]
+    if flavor is not None and flavor[1]:
+        if not has_node_selector:
+            ops.append({"op": "add", "path": "/spec/nodeSelector", "value": dict(flavor[1])})
+        else:
+            for key, value in sorted(flavor[1].items()):
+                ops.append(
+                    {"op": "add", "path": f"/spec/nodeSelector/{_escape(key)}", "value": value}
+                )
+    labels = {}
     if capacity is not None:
-        if not has_labels:
-            ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
-        label = f"/metadata/labels/{_escape(CAPACITY_LABEL)}"
-        ops.append({"op": "add", "path": label, "value": capacity})
+        labels[CAPACITY_LABEL] = capacity
+    if flavor is not None:
+        labels[FLAVOR_LABEL] = flavor[0]
+    if labels and not has_labels:
+        ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
+    for key, value in labels.items():
+        ops.append({"op": "add", "path": f"/metadata/labels/{_escape(key)}", "value": value})
     return ops
 
 

@@ -135,7 +135,7 @@ class Kube:
     # ------------------------------------------------------------ listing
 
     async def list_all(self, what: str) -> list[dict[str, Any]]:
-        """Every Node, Pod, Cohort or ElasticQuota (pages of 500), each with its `kind` set."""
+        """Every Node, Pod, Cohort, ElasticQuota or ResourceFlavor (pages of 500), with `kind`."""
         items, _ = await self.list_with_version(what)
         return items
 
@@ -153,7 +153,9 @@ class Kube:
             elif what == "pods":
                 call, kind = self.core.list_pod_for_all_namespaces(**kwargs), "Pod"
             else:
-                plural = "cohorts" if what == "Cohort" else "elasticquotas"
+                plural = {"Cohort": "cohorts", "ResourceFlavor": "resourceflavors"}.get(
+                    what, "elasticquotas"
+                )
                 call, kind = (
                     self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs),
                     what,
@@ -219,12 +221,18 @@ class Kube:
         gates: Sequence[str],
         has_labels: bool,
         capacity: str | None,
+        *,
+        flavor: tuple[str, Mapping[str, str]] | None = None,
+        has_node_selector: bool = False,
     ) -> None:
-        """Remove our scheduling gate (keeping any others) and set the capacity label, at once.
+        """Remove our scheduling gate (keeping any others) and set the capacity label, at once
+        (and the flavor's nodeSelector and label: bodies.admission_patch).
 
         A 422 means `gates` (the pod's gate names as last seen) changed since: see bodies.py.
         """
-        ops = bodies.admission_patch(gates, has_labels, capacity)
+        ops = bodies.admission_patch(
+            gates, has_labels, capacity, flavor, has_node_selector=has_node_selector
+        )
         await self._discard(
             f"Pod {namespace}/{name}: remove gate",
             self.core.patch_namespaced_pod(

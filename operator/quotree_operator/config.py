@@ -62,6 +62,9 @@ class OperatorConfig:
     #: cluster the Deployment sets the host to 0.0.0.0.
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 8000
+    #: Maintenance mode (QUOTREE_MAINTENANCE=1): admit nothing new, evict nothing, keep
+    #: accounting and reporting (docs/design.md, "Maintenance mode").
+    maintenance: bool = False
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:
@@ -88,6 +91,7 @@ class OperatorConfig:
             concurrency=int(env.get("QUOTREE_CONCURRENCY", defaults.concurrency)),
             metrics_host=env.get("QUOTREE_METRICS_HOST", defaults.metrics_host),
             metrics_port=int(env.get("QUOTREE_METRICS_PORT", defaults.metrics_port)),
+            maintenance=env.get("QUOTREE_MAINTENANCE", "0") not in ("0", "false", "no", ""),
         )
 
     @property

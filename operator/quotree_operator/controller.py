@@ -41,6 +41,8 @@ class Controller:
             default_quota=config.default_quota,
             reclaim_delay=config.reclaim_delay,
         )
+        if config.maintenance:
+            self.engine.set_maintenance("QUOTREE_MAINTENANCE is set on the operator")
         self.signals = Signals()
         memory = StatusMemory()
         self.inputs = Inputs(self.engine, memory, self.signals)

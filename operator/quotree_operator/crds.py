@@ -1,4 +1,4 @@
-"""The CRDs for Cohort and ElasticQuota, generated from the engine's pydantic spec models.
+"""The CRDs for Cohort, ElasticQuota and ResourceFlavor, from the engine's pydantic models.
 
 `crds/quotree.yaml` is the output of `python -m quotree_operator.crds > crds/quotree.yaml`;
 tests/unit/test_crds.py regenerates it and fails if the file and the models drift. The spec
@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
-from quotree.models import GROUP, VERSION, CohortSpec, ElasticQuotaSpec
+from quotree.models import GROUP, VERSION, CohortSpec, ElasticQuotaSpec, ResourceFlavorSpec
 
 __all__ = ["crd_documents", "render", "spec_schema"]
 
@@ -66,15 +66,32 @@ def _schema_for(annotation: Any, description: str | None) -> dict[str, Any]:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
         annotation = args[0]
+    if set(args) == {str, int, float}:  # a single quantity
+        out = _quantity_schema()
+        if description:
+            out["description"] = description
+        return out
     if _is_resource_list(annotation):
+        if typing.get_args(annotation) == (str, str):  # labels
+            return {
+                "type": "object",
+                "description": description or "",
+                "maxProperties": _MAX_RESOURCES,
+                "additionalProperties": {"type": "string", "maxLength": 63},
+            }
         return _resource_list(description or "")
-    out: dict[str, Any]
     if annotation is str:
         out = {"type": "string", "maxLength": _MAX_NAME}
     elif typing.get_origin(annotation) is list:
         (item,) = typing.get_args(annotation)
-        out = {"type": "array", "maxItems": 256, "items": _schema_for(item, None)}
-        out["x-kubernetes-list-type"] = "set"
+        if isinstance(item, type) and issubclass(item, BaseModel):
+            # Entries keyed by name (the flavors: an ordered list, one entry per flavor).
+            out = {"type": "array", "maxItems": 16, "items": _schema_for(item, None)}
+            out["x-kubernetes-list-type"] = "map"
+            out["x-kubernetes-list-map-keys"] = ["name"]
+        else:
+            out = {"type": "array", "maxItems": 256, "items": _schema_for(item, None)}
+            out["x-kubernetes-list-type"] = "set"
     elif typing.get_origin(annotation) is Literal:
         out = {"type": "string", "enum": list(typing.get_args(annotation))}
     elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -88,14 +105,19 @@ def _schema_for(annotation: Any, description: str | None) -> dict[str, Any]:
 
 def _object_schema(model: type[BaseModel]) -> dict[str, Any]:
     properties = {}
+    required = []
     for name, info in model.model_fields.items():
         schema = _schema_for(info.annotation, info.description)
         if isinstance(info.json_schema_extra, dict):
             schema.update(info.json_schema_extra)  # e.g. the tree name's pattern and length
-        if info.default is not None and not isinstance(info.default, BaseModel):
+        if info.is_required():
+            required.append(name)
+        elif info.default is not None and not isinstance(info.default, BaseModel):
             schema["default"] = info.default
         properties[name] = schema
     out: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = required
     if model.__doc__:
         out["description"] = model.__doc__.strip().splitlines()[0]
     return out
@@ -245,11 +267,62 @@ def _crd(kind: str, plural: str, short: list[str], model: type[BaseModel]) -> di
     }
 
 
+def _flavor_crd() -> dict[str, Any]:
+    """ResourceFlavor: cluster-scoped, spec only (api.md, "Resource flavors")."""
+    model = ResourceFlavorSpec
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"resourceflavors.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": "ResourceFlavor",
+                "listKind": "ResourceFlavorList",
+                "plural": "resourceflavors",
+                "singular": "resourceflavor",
+                "shortNames": ["rf"],
+                "categories": ["quotree"],
+            },
+            "scope": "Cluster",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "additionalPrinterColumns": [
+                        {"name": "Node Labels", "type": "string", "jsonPath": ".spec.nodeLabels"},
+                        {
+                            "name": "GPU Memory",
+                            "type": "string",
+                            "jsonPath": ".spec.gpuMemoryPerGPU",
+                        },
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": (model.__doc__ or "").strip().splitlines()[0],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": _object_schema(model),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
 def crd_documents() -> list[dict[str, Any]]:
-    """The two CRDs, Cohort first."""
+    """The three CRDs: Cohort, ElasticQuota, ResourceFlavor."""
     return [
         _crd("Cohort", "cohorts", ["coh"], CohortSpec),
         _crd("ElasticQuota", "elasticquotas", ["eq", "eqs"], ElasticQuotaSpec),
+        _flavor_crd(),
     ]
 
 

@@ -1,11 +1,11 @@
 """Cluster objects in: what the operator observes, turned into engine inputs.
 
-`Inputs` keeps the live `quotree.Engine` current from three sources: the Kopf handlers for
-cluster nodes, Cohorts and ElasticQuotas (quotree_main), the operator's own pod watch
-(podwatch.py) and the start-up listing (`load`). It also keeps what the other parts need
-to write back: each pod's gates and uid (actuator.py), each quota object's kind and
-namespace and whether its spec could be read (status_writer.py). Every change raises
-`Signals.changed()`; no API write starts here.
+`Inputs` keeps the live `quotree.Engine` current from three sources: the Kopf handlers
+for cluster nodes, ResourceFlavors, Cohorts and ElasticQuotas (quotree_main), the
+operator's own pod watch (podwatch.py) and the start-up listing (`load`). It also keeps
+what the other parts need to write back: each pod's gates and uid (actuator.py), each
+quota object's kind and namespace and whether its spec could be read (status_writer.py).
+Every change raises `Signals.changed()`; no API write starts here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from quotree.capacity import node_allocatable
 from quotree.engine import Engine
-from quotree.models import ConfigError, parse_node, pod_facts
+from quotree.models import ConfigError, parse_flavor, parse_node, pod_facts
 from quotree_operator.client import Kube
 from quotree_operator.status import StatusMemory
 
@@ -50,6 +50,7 @@ class PodHandle:
     uid: str | None
     gates: tuple[str, ...]
     has_labels: bool
+    has_node_selector: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,23 @@ class Inputs:
             capacity = node_allocatable(body)
             for warning in capacity.warnings:
                 logger.warning("%s", warning)
-            self.engine.set_cluster_node(name, capacity.allocatable)
+            labels = body["metadata"].get("labels") or {}
+            self.engine.set_cluster_node(name, capacity.allocatable, labels)
+        self.signals.changed()
+
+    def observe_flavor(self, body: Mapping[str, Any], deleted: bool) -> None:
+        """A ResourceFlavor was added, changed or deleted."""
+        name = body["metadata"]["name"]
+        if deleted:
+            self.engine.remove_flavor(name)
+        else:
+            try:
+                flavor = parse_flavor(body)
+            except ConfigError as exc:
+                logger.warning("%s; it is left out until it is fixed", exc)
+                self.engine.remove_flavor(name)
+            else:
+                self.engine.set_flavor(flavor)
         self.signals.changed()
 
     def observe_quota_object(self, body: Mapping[str, Any], deleted: bool) -> None:
@@ -138,7 +155,10 @@ class Inputs:
                 self.pods.pop(key, None)
             else:
                 self.pods[key] = PodHandle(
-                    metadata.get("uid"), gates, metadata.get("labels") is not None
+                    metadata.get("uid"),
+                    gates,
+                    metadata.get("labels") is not None,
+                    spec.get("nodeSelector") is not None,
                 )
             self.engine.observe_pod(facts)
         self.signals.changed()
@@ -160,6 +180,8 @@ class Inputs:
         Cluster nodes and quota objects first, so that pods find their quotas and capacity.
         Returns the resourceVersion of the pod list, for the pod watch to start from.
         """
+        for body in await kube.list_all("ResourceFlavor"):
+            self.observe_flavor(body, deleted=False)
         for body in await kube.list_all("nodes"):
             self.observe_cluster_node(body, deleted=False)
         for kind in ("Cohort", "ElasticQuota"):

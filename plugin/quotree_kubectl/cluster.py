@@ -23,6 +23,7 @@ __all__ = ["ClusterState", "Kubectl", "PluginError", "live_documents"]
 TIMEOUT = 60.0
 COHORTS = "cohorts.quotree.io"
 QUOTAS = "elasticquotas.quotree.io"
+FLAVORS = "resourceflavors.quotree.io"
 
 
 class PluginError(Exception):
@@ -72,18 +73,22 @@ class Kubectl:
 
 @dataclass
 class ClusterState:
-    """The objects quotree reads: Nodes, Cohorts, ElasticQuotas, Pods (as the API serves them)."""
+    """The objects quotree reads: Nodes, Cohorts, ElasticQuotas, Pods, ResourceFlavors (as
+    the API serves them)."""
 
     nodes: list[dict[str, Any]]
     cohorts: list[dict[str, Any]]
     quotas: list[dict[str, Any]]
     pods: list[dict[str, Any]]
+    flavors: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def read(cls, kubectl: Kubectl) -> ClusterState:
-        """One `kubectl get` for all four kinds (a consistent-enough snapshot, one round trip)."""
+        """One `kubectl get` for all five kinds (a consistent-enough snapshot, one round trip)."""
         items = (
-            kubectl.get_json(f"nodes,{COHORTS},{QUOTAS},pods", "--all-namespaces").get("items")
+            kubectl.get_json(f"nodes,{FLAVORS},{COHORTS},{QUOTAS},pods", "--all-namespaces").get(
+                "items"
+            )
             or []
         )
         by_kind: dict[str, list[dict[str, Any]]] = {}
@@ -95,6 +100,7 @@ class ClusterState:
             cohorts=by_kind.get("Cohort", []),
             quotas=by_kind.get("ElasticQuota", []),
             pods=by_kind.get("Pod", []),
+            flavors=by_kind.get("ResourceFlavor", []),
         )
 
 
@@ -106,14 +112,18 @@ def _gated(pod: Mapping[str, Any]) -> bool:
 def live_documents(state: ClusterState) -> list[tuple[str, dict[str, Any]]]:
     """The cluster as `quotree simulate` input (`simulate_documents`).
 
-    Order: nodes, Cohorts, ElasticQuotas, the pods that already hold resources, then the
-    waiting (gated) pods, each by creation time: the simulation replays arrivals in order,
-    and a waiting pod must not take the place of one that already runs. A pod whose gate
-    is already gone was admitted even when it is not bound to a node yet: it is given as
-    running, so the simulation does not admit it a second time.
+    Order: ResourceFlavors, nodes, Cohorts, ElasticQuotas, the pods that already hold
+    resources, then the waiting (gated) pods, each by creation time: the simulation replays
+    arrivals in order, and a waiting pod must not take the place of one that already runs.
+    A pod whose gate is already gone was admitted even when it is not bound to a node yet:
+    it is given as running, so the simulation does not admit it a second time.
     """
     docs: list[tuple[str, dict[str, Any]]] = []
-    for kind, objects in (("Node", state.nodes), ("Cohort", state.cohorts)):
+    for kind, objects in (
+        ("ResourceFlavor", state.flavors),
+        ("Node", state.nodes),
+        ("Cohort", state.cohorts),
+    ):
         docs.extend((f"cluster {kind} {o['metadata']['name']}", o) for o in objects)
     docs.extend(
         (f"cluster ElasticQuota {o['metadata'].get('namespace')}/{o['metadata']['name']}", o)

@@ -25,6 +25,7 @@ from quotree.models import (
     QUOTA_LABEL,
     ConfigError,
     NodeConfig,
+    parse_flavor,
     parse_node,
     pod_facts,
 )
@@ -153,10 +154,16 @@ def live_engine(state: ClusterState) -> tuple[Engine, list[str]]:
     """The engine as the operator holds it: quotas, nodes, pods as they are; one decision."""
     engine = Engine(reclaim_delay=NO_RECLAIM)
     notes: list[str] = []
+    for flavor in state.flavors:
+        try:
+            engine.set_flavor(parse_flavor(flavor))
+        except ConfigError as exc:
+            notes.append(f"left out: {exc}")
     for node in state.nodes:
         counted = node_allocatable(node)
         notes.extend(counted.warnings)
-        engine.set_cluster_node(node["metadata"]["name"], counted.allocatable)
+        labels = node["metadata"].get("labels") or {}
+        engine.set_cluster_node(node["metadata"]["name"], counted.allocatable, labels)
     for obj in [*state.cohorts, *state.quotas]:
         try:
             engine.set_config(parse_node(obj))

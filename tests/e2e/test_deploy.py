@@ -59,7 +59,7 @@ def test_manifests_pass_a_server_side_dry_run(access: ModuleType) -> None:
     assert container["image"] == "localhost/quotree:dev"
     assert deployment["spec"]["replicas"] == 2
     crds = {i["metadata"]["name"] for i in items if i["kind"] == "CustomResourceDefinition"}
-    assert crds == {"cohorts.quotree.io", "elasticquotas.quotree.io"}
+    assert crds == {"cohorts.quotree.io", "elasticquotas.quotree.io", "resourceflavors.quotree.io"}
 
 
 def _can_i(cluster: ModuleType, *where: str) -> list[str]:

@@ -193,6 +193,7 @@ def test_missing_crds_then_installed_heals(start: object, cluster: ModuleType) -
             "--timeout=60s",
             "crd/cohorts.quotree.io",
             "crd/elasticquotas.quotree.io",
+            "crd/resourceflavors.quotree.io",
             timeout=90,
         )
     cluster.wait_until(lambda: started.probe() == 200, 60, "the health endpoint")

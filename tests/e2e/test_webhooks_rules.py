@@ -212,6 +212,32 @@ def test_multi_document_file_in_either_order(
     assert quotas["spec"]["parent"] == f"dept-{suffix}"
 
 
+def test_flavor_rules_at_apply(
+    operator: OperatorProcess, namespace: str, suffix: str, tmp_path: Path
+) -> None:
+    org, flavor, team = f"fl-org-{suffix}", f"fl-a-{suffix}", f"fl-team-{suffix}"
+    cohort = (
+        "apiVersion: quotree.io/v1alpha1\nkind: Cohort\n"
+        f"metadata: {{name: {org}}}\n"
+        f'spec: {{flavors: [{{name: {flavor}, min: {{nvidia.com/gpu: "4"}}}}]}}\n'
+    )
+    # A flavor that does not exist yet: allowed, with a warning (like a missing parent).
+    output = accepted(apply_file(tmp_path, cohort))
+    assert f"ResourceFlavor {flavor} does not exist yet" in output
+    wait_known(cohort)
+    # Min sum per (flavor, resource): one line with the numbers.
+    child = (
+        "apiVersion: quotree.io/v1alpha1\nkind: ElasticQuota\n"
+        f"metadata: {{name: {team}, namespace: {namespace}}}\n"
+        f'spec: {{parent: {org}, flavors: [{{name: {flavor}, min: {{nvidia.com/gpu: "6"}}}}]}}\n'
+    )
+    denied(
+        apply_file(tmp_path, child),
+        f"ElasticQuota {team}: min nvidia.com/gpu@{flavor} 6 would make the children of "
+        f"Cohort {org} need 6 in all, over {org}'s min of 4",
+    )
+
+
 BAD_SPECS = [
     ('{min: {cpu: "lots"}}', "spec.min.cpu"),
     ('{min: {cpu: "-1"}}', "spec.min.cpu"),

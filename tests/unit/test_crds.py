@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from quotree.models import CohortSpec, ElasticQuotaSpec, PreemptionSpec
+from quotree.models import CohortSpec, ElasticQuotaSpec, PreemptionSpec, ResourceFlavorSpec
 from quotree_operator import crds
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "quotree.yaml"
@@ -47,7 +47,11 @@ def test_preemption_enum_matches_the_model() -> None:
 
 
 def test_names_scope_status_and_columns() -> None:
-    docs = {d["spec"]["names"]["kind"]: d["spec"] for d in _on_disk()}
+    docs = {
+        d["spec"]["names"]["kind"]: d["spec"]
+        for d in _on_disk()
+        if d["spec"]["names"]["kind"] != "ResourceFlavor"
+    }
     assert docs["Cohort"]["scope"] == "Cluster"
     assert docs["Cohort"]["names"]["shortNames"] == ["coh"]
     assert docs["ElasticQuota"]["scope"] == "Namespaced"
@@ -78,3 +82,27 @@ def test_resource_lists_are_quantities_with_cel_rules() -> None:
         ".map(k, 'min ' + k + ' ' + string(self.min[k]) + ' is above max ' + "
         "string(self.max[k]))[0]"
     )
+
+
+def test_resource_flavor_crd() -> None:
+    (doc,) = [d for d in _on_disk() if d["spec"]["names"]["kind"] == "ResourceFlavor"]
+    spec = doc["spec"]
+    assert spec["scope"] == "Cluster"
+    assert spec["names"]["shortNames"] == ["rf"]
+    (version,) = spec["versions"]
+    schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert set(schema["properties"]) == set(ResourceFlavorSpec.model_fields)
+    assert schema["properties"]["nodeLabels"]["additionalProperties"]["type"] == "string"
+    assert schema["properties"]["gpuMemoryPerGPU"]["x-kubernetes-int-or-string"] is True
+
+
+@pytest.mark.parametrize("kind", ["Cohort", "ElasticQuota"])
+def test_flavors_are_an_ordered_list_keyed_by_name(kind: str) -> None:
+    flavors = _spec(kind)["properties"]["flavors"]
+    assert flavors["type"] == "array"
+    assert flavors["x-kubernetes-list-type"] == "map"
+    assert flavors["x-kubernetes-list-map-keys"] == ["name"]
+    item = flavors["items"]
+    assert item["required"] == ["name"]
+    for name in ("min", "max", "sharedWeight", "lendingLimit", "borrowingLimit"):
+        assert item["properties"][name]["additionalProperties"]["x-kubernetes-int-or-string"]

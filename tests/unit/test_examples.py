@@ -35,6 +35,8 @@ def test_every_example_is_covered() -> None:
         "kueue-story-2.yaml",
         "nos-over-quota.yaml",
         "forest.yaml",
+        "flavors.yaml",
+        "gpu-memory.yaml",
     }
     assert {p.name for p in EXAMPLES.glob("*.yaml")} == tested
 
@@ -153,3 +155,39 @@ def test_forest() -> None:
     assert pods["team-b/b-1"]["quotas"] == {"default": "team-b", "projects": "proj-x"}
     assert pods["team-b/b-2"]["quotas"] == {"default": "team-b", "projects": "proj-y"}
     assert report["nodes"]["proj-x"]["pendingPods"] == 1
+
+
+def test_flavors() -> None:
+    report = run("flavors.yaml")
+    a100, h100 = "nvidia.com/gpu@a100", "nvidia.com/gpu@h100"
+    assert (used(report, "team-a", a100), used(report, "team-a", h100)) == ("4", "3")
+    assert runtime(report, "team-a", h100) == "3"
+    pods = report["pods"]
+    flavors = {key: (entry["state"], entry.get("flavor")) for key, entry in pods.items()}
+    assert flavors == {
+        **{f"team-a/job-{i}": ("admitted", "a100") for i in range(1, 5)},
+        **{f"team-a/job-{i}": ("admitted", "h100") for i in range(5, 8)},
+        "team-b/infer-1": ("admitted", "a100"),
+        "team-b/infer-2": ("pending", "a100"),
+    }
+    assert report["capacity"][a100] == "8"
+    assert report["capacity"][h100] == "4"
+
+
+def test_gpu_memory() -> None:
+    report = run("gpu-memory.yaml")
+    memory = "quotree.io/gpu-memory"
+    assert report["capacity"][memory] == "696Gi"
+    assert used(report, "team-a", memory) == "240Gi"
+    assert used(report, "team-a", "nvidia.com/gpu@a100") == "3"
+    pods = report["pods"]
+    assert {k: (e["state"], e.get("flavor")) for k, e in pods.items()} == {
+        "team-a/job-1": ("admitted", "a100"),
+        "team-a/job-2": ("admitted", "a100"),
+        "team-a/job-3": ("admitted", "a100"),
+        "team-a/job-4": ("pending", "a100"),
+    }
+    assert (
+        "quotree.io/gpu-memory: used 240Gi + request 80Gi > runtime 250Gi"
+        in (pods["team-a/job-4"]["reason"])
+    )

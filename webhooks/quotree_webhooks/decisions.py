@@ -186,7 +186,7 @@ def review_node(
         parsed = parse_node(new)
     except ConfigError as exc:
         return Verdict.deny(str(exc))
-    verdict = check_apply_forest(forest, parsed)
+    verdict = check_apply_forest(forest, parsed, flavors=engine.flavors)
     if verdict.allowed and recent is not None and not dry_run:
         recent.remember(parsed)
     return verdict

@@ -29,13 +29,23 @@ class FakeKube:
         self.admit_errors = admit_errors
         self.current = current
         self.admits: list[tuple[str, ...]] = []
+        self.flavors: list[Any] = []
         self.events: list[tuple[str, str | None]] = []
         self.reads = 0
 
     async def admit(
-        self, namespace: str, name: str, gates: Sequence[str], has_labels: bool, capacity: Any
+        self,
+        namespace: str,
+        name: str,
+        gates: Sequence[str],
+        has_labels: bool,
+        capacity: Any,
+        *,
+        flavor: Any = None,
+        has_node_selector: bool = False,
     ) -> None:
         self.admits.append(tuple(gates))
+        self.flavors.append(flavor)
         if self.admit_errors:
             raise self.admit_errors.pop(0)
 

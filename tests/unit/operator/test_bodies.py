@@ -28,6 +28,27 @@ def test_admission_sets_the_capacity_label_in_the_same_patch() -> None:
     assert without[3]["path"] == f"/metadata/labels/{escaped}"
 
 
+def test_admission_on_a_flavor_adds_its_node_labels_and_the_flavor_label() -> None:
+    flavor = ("a100", {"nvidia.com/gpu.product": "A100"})
+    ops = bodies.admission_patch(
+        (ADMISSION_GATE,), has_labels=False, capacity="in-quota", flavor=flavor
+    )
+    assert ops[2:] == [
+        {"op": "add", "path": "/spec/nodeSelector", "value": {"nvidia.com/gpu.product": "A100"}},
+        {"op": "add", "path": "/metadata/labels", "value": {}},
+        {"op": "add", "path": "/metadata/labels/quotree.io~1capacity", "value": "in-quota"},
+        {"op": "add", "path": "/metadata/labels/quotree.io~1flavor", "value": "a100"},
+    ]
+    # A pod with a nodeSelector of its own keeps it: the flavor's labels are added to it.
+    kept = bodies.admission_patch(
+        (ADMISSION_GATE,), has_labels=True, capacity=None, flavor=flavor, has_node_selector=True
+    )
+    assert kept[2:] == [
+        {"op": "add", "path": "/spec/nodeSelector/nvidia.com~1gpu.product", "value": "A100"},
+        {"op": "add", "path": "/metadata/labels/quotree.io~1flavor", "value": "a100"},
+    ]
+
+
 def test_event_is_on_the_pod_and_its_message_is_cut_to_the_api_limit() -> None:
     now = datetime(2026, 11, 22, 7, 0, 1, 250000, tzinfo=UTC)
     event = bodies.pod_event(

@@ -16,6 +16,7 @@ from quotree_operator.client import CredentialsError, KubeError
         (KubeError(401, "list nodes: 401 Unauthorized"), "make a new one"),
         (KubeError(403, "list nodes: 403 nodes is forbidden"), "kubectl apply -k manifests/"),
         (KubeError(404, "list Cohort: 404 404 page not found"), "kubectl apply -f crds/"),
+        (KubeError(404, "list ResourceFlavor: 404 page not found"), "kubectl apply -f crds/"),
         (KubeError(500, "list pods: 500 etcd\nleader changed"), "500 etcd leader changed"),
     ],
 )
