@@ -57,6 +57,10 @@ class QuotaTree:
         self._quota_used: dict[str, dict[str, int]] = {}
         self._dirty: dict[str, _Dirty] = {}
         self.changed_quotas: set[str] = set()
+        # The quotas among them whose runtime or guarantee went up in some resource (the
+        # others only lost room): `grown_quotas` holds the set of the last settle().
+        self._grown: set[str] = set()
+        self.grown_quotas: set[str] = set()
 
     # ------------------------------------------------------------ configuration
 
@@ -285,11 +289,13 @@ class QuotaTree:
         self._dirty = {}
         # Every ElasticQuota, live or not: one that just went inactive must be looked at too.
         self.changed_quotas = {name for name, cfg in self.structure.items() if cfg.is_leaf}
+        self._grown = set(self.changed_quotas)
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
         self._update()
         changed, self.changed_quotas = self.changed_quotas, set()
+        self.grown_quotas, self._grown = self._grown, set()
         return changed
 
     def _update(self) -> None:
@@ -350,7 +356,9 @@ class QuotaTree:
             if parent not in dirty:
                 continue
             hints = dirty.pop(parent)
-            for child in distribute(parent, resource, hints, at_root=parent is self.root):
+            for child in distribute(
+                parent, resource, hints, at_root=parent is self.root, grown=self._grown
+            ):
                 if child.is_quota:
                     self.changed_quotas.add(child.name)
                 elif resource in child.children_in and child not in dirty:
