@@ -310,6 +310,21 @@ class Kube:
             self.core.create_namespaced_event(namespace, body, _preload_content=False),
         )
 
+    async def quota_event(self, namespace: str, name: str, *, reason: str, message: str) -> None:
+        """A core/v1 Event on an ElasticQuota (event_budget.py's summaries)."""
+        body = bodies.quota_event(
+            namespace,
+            name,
+            event_name=f"{name}.{uuid.uuid4().hex[:16]}",
+            reason=reason,
+            message=message,
+            now=datetime.now(UTC),
+        )
+        await self._discard(
+            f"ElasticQuota {namespace}/{name}: event {reason}",
+            self.core.create_namespaced_event(namespace, body, _preload_content=False),
+        )
+
     # ------------------------------------------------------------ quota objects
 
     async def patch_quota_object(
