@@ -193,7 +193,7 @@ async def main() -> None:
     os.environ["KUBECONFIG"] = str(cluster.KUBECONFIG)
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
     op = start_operator(
-        {"QUOTREE_WEBHOOK_PORT": "19446", "QUOTREE_CERT_DIR": "/tmp/quotree-bench-kueue-pki"},
+        {"QUOTREE_WEBHOOK_PORT": "29446", "QUOTREE_CERT_DIR": "/tmp/quotree-bench-kueue-pki"},
         log_name="operator-bench-kueue",
     )
     results: dict[str, list[dict[str, float]]] = {"baseline": [], "quotree": []}

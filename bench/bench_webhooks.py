@@ -221,7 +221,7 @@ def bench_burst(pods: int, rounds: int) -> dict[str, tuple[list[float], list[flo
         kubectl("create", "namespace", ns)
     operator = start_operator(
         {
-            "QUOTREE_WEBHOOK_PORT": "19446",
+            "QUOTREE_WEBHOOK_PORT": "29446",
             "QUOTREE_CERT_DIR": str(run / "pki"),
             "QUOTREE_IDENTITY": "bench",
         },
@@ -229,7 +229,7 @@ def bench_burst(pods: int, rounds: int) -> dict[str, tuple[list[float], list[flo
     )
     pki = tls.ensure_pki(run / "noop-pki", ["127.0.0.1"])
     noop_path = run / "minimal_noop.py"
-    noop_path.write_text(MINIMAL_NOOP.format(cert=pki.cert, key=pki.key, port=19448))
+    noop_path.write_text(MINIMAL_NOOP.format(cert=pki.cert, key=pki.key, port=29448))
     noop = subprocess.Popen(
         [sys.executable, str(noop_path)],
         stdout=(run / "noop.log").open("wb"),
@@ -260,7 +260,7 @@ kind: MutatingWebhookConfiguration
 metadata: {{name: quotree-bench-minimal-noop}}
 webhooks:
 - name: noop.bench.quotree.io
-  clientConfig: {{url: "https://127.0.0.1:19448/noop", caBundle: "{ca}"}}
+  clientConfig: {{url: "https://127.0.0.1:29448/noop", caBundle: "{ca}"}}
   rules: [{{apiGroups: [""], apiVersions: ["v1"], resources: ["pods"], operations: ["CREATE"]}}]
   namespaceSelector:
     matchExpressions:
@@ -353,7 +353,7 @@ def bench_api(pods: int) -> dict[str, list[float]]:
         kubectl("create", "namespace", ns)
     operator = start_operator(
         {
-            "QUOTREE_WEBHOOK_PORT": "19446",
+            "QUOTREE_WEBHOOK_PORT": "29446",
             "QUOTREE_CERT_DIR": str(run / "pki"),
             "QUOTREE_SYSTEM_NAMESPACES": "bench-noop",
             "QUOTREE_IDENTITY": "bench",
@@ -361,7 +361,7 @@ def bench_api(pods: int) -> dict[str, list[float]]:
         log_name="operator-bench",
     )
     noop_path = run / "noop_webhook.py"
-    noop_path.write_text(NOOP_MODULE.format(cert_dir=run / "noop-pki", port=19447))
+    noop_path.write_text(NOOP_MODULE.format(cert_dir=run / "noop-pki", port=29447))
     noop = subprocess.Popen(
         [str(REPO / ".venv/bin/kopf"), "run", "--standalone", str(noop_path)],
         stdout=(run / "noop.log").open("wb"),
@@ -393,7 +393,7 @@ kind: MutatingWebhookConfiguration
 metadata: {{name: quotree-bench-noop}}
 webhooks:
 - name: noop.bench.quotree.io
-  clientConfig: {{url: "https://127.0.0.1:19447/noop", caBundle: "{ca}"}}
+  clientConfig: {{url: "https://127.0.0.1:29447/noop", caBundle: "{ca}"}}
   rules: [{{apiGroups: [""], apiVersions: ["v1"], resources: ["pods"], operations: ["CREATE"]}}]
   namespaceSelector:
     matchExpressions:

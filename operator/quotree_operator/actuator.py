@@ -111,6 +111,7 @@ class Actuator:
                 continue
             if not done:
                 return
+            self.inputs.signals.admissions += 1
             handle.gates = tuple(g for g in handle.gates if g != ADMISSION_GATE)
             handle.has_labels = handle.has_labels or capacity is not None
             record = self.inputs.engine.pods.get(key)

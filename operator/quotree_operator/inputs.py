@@ -37,6 +37,9 @@ class Signals:
     status_dirty: asyncio.Event = field(default_factory=asyncio.Event)
     #: This replica holds the leader Lease: only then are decisions carried out.
     leading: bool = False
+    #: Gates removed so far (the actuator counts them): the status writer spaces its
+    #: rounds further apart while admissions go on.
+    admissions: int = 0
 
     def changed(self) -> None:
         self.wake.set()
