@@ -192,6 +192,17 @@ async def main() -> None:
     cluster.ensure_cluster(fresh=False)
     os.environ["KUBECONFIG"] = str(cluster.KUBECONFIG)
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    # A previous run's namespaces may still be terminating: wait until they are gone.
+    cluster.kubectl(
+        "delete",
+        "namespace",
+        *_namespaces("q"),
+        *_namespaces("b"),
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=300s",
+        timeout=330,
+    )
     op = start_operator(
         {"QUOTREE_WEBHOOK_PORT": "29446", "QUOTREE_CERT_DIR": "/tmp/quotree-bench-kueue-pki"},
         log_name="operator-bench-kueue",
