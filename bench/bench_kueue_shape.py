@@ -93,7 +93,17 @@ def _pod(ns: str, name: str, tag: str) -> dict[str, Any]:
 async def _watch(
     api: Api, tag: str, n: int, ungated: dict[str, float], bound: dict[str, float]
 ) -> None:
-    """When each pod of round `tag` is first seen without our gate, and bound."""
+    """When each pod of round `tag` is first seen without our gate, and bound.
+
+    A watch the server ends early is opened again (its first events then list every pod
+    of the round as it is: those seen for the first time get a late timestamp)."""
+    while len(bound) < n:
+        await _watch_once(api, tag, n, ungated, bound)
+
+
+async def _watch_once(
+    api: Api, tag: str, n: int, ungated: dict[str, float], bound: dict[str, float]
+) -> None:
     path = f"/api/v1/pods?watch=1&labelSelector={LABEL}%3D{tag}"
     async with api.session.get(
         api.base + path, timeout=aiohttp.ClientTimeout(total=None)
