@@ -110,9 +110,10 @@ class Decider:
 
     def _only_shrank(self, name: str) -> bool:
         """True when `decide` has nothing to do for quota `name`, whose runtime changed but
-        went up nowhere: its pending pods were looked at with at least this much room
-        (`QuotaPods.room` is set), it waits for no ancestor, it was not over its runtime
-        and is not now. `_decide_quota` would then change nothing."""
+        whose room grew nowhere (neither its runtime or guarantee nor any ancestor's room:
+        `QuotaTree.grown_quotas`): its pending pods were looked at with at least this much
+        room (`QuotaPods.room` is set), it waits for no ancestor, it was not over its
+        runtime and is not now. `_decide_quota` would then change nothing."""
         if name in self._over_since or name in self._waiting_on_ancestor:
             return False
         pods = self._quota_pods.get(name)
@@ -123,6 +124,9 @@ class Decider:
         node = self.tree.node(name)
         if node is None or not node.is_quota:
             return False
+        grown = self.tree.grown_quotas
+        if any(ancestor.name in grown for ancestor in self.tree.path_up(node)):
+            return False  # an ancestor's room may have grown: a waiting pod may fit now
         used, runtime = node.used, node.runtime
         return all(used[r] <= runtime[r] for r in node.resources)
 

@@ -57,8 +57,10 @@ class QuotaTree:
         self._quota_used: dict[str, dict[str, int]] = {}
         self._dirty: dict[str, _Dirty] = {}
         self.changed_quotas: set[str] = set()
-        # The quotas among them whose runtime or guarantee went up in some resource (the
-        # others only lost room): `grown_quotas` holds the set of the last settle().
+        # The nodes whose room may have grown since the last settle(): runtime or guarantee
+        # up in some resource (from `distribute`), used down (a pod released), the root's
+        # total changed. `grown_quotas` holds the set of the last settle(); the decider
+        # skips a quota only when neither it nor any of its ancestors is in it.
         self._grown: set[str] = set()
         self.grown_quotas: set[str] = set()
 
@@ -131,6 +133,10 @@ class QuotaTree:
                 node.used[resource] += sign * amount
                 for walk in path:
                     walk.used[resource] += sign * amount
+        if sign < 0:
+            # Room (runtime - used) grew at the quota and every ancestor: see grown_quotas.
+            self._grown.add(node.name)
+            self._grown.update(walk.name for walk in path)
 
     def quota_used(self, quota: str) -> Mapping[str, int]:
         return self._quota_used.get(quota, {})
@@ -325,6 +331,7 @@ class QuotaTree:
         if self._stale:
             return
         root = self.root
+        self._grown.add(root.name)  # it may have grown: see grown_quotas
         for resource in resources:
             if resource in root.resources:
                 root.runtime[resource] = root.guarantee[resource] = self.root_total(resource)
