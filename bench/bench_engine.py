@@ -268,23 +268,31 @@ def write_burst(n: int, path: Path, contended: bool) -> int:
     return count
 
 
-def bench_simulate(n: int, contended: bool) -> dict[str, float]:
+def bench_simulate(n: int, contended: bool, cli: bool = True) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "burst.yaml"
         pods = write_burst(n, path, contended)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = simulate([path])
         in_process = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         admitted = sum(1 for r in result.engine.pods.values() if r.state == "admitted")
-        t0 = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-m", "quotree.cli", "simulate", str(path), "-o", "json"],
-            capture_output=True,
-            check=True,
-        )
-        cli = time.perf_counter() - t0
-        del proc
-    return {"pods": pods, "admitted": admitted, "in_process_s": in_process, "cli_s": cli}
+        cli_s = float("nan")
+        if cli:
+            t0 = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "quotree.cli", "simulate", str(path), "-o", "json"],
+                capture_output=True,
+                check=True,
+            )
+            cli_s = time.perf_counter() - t0
+    return {
+        "pods": pods,
+        "admitted": admitted,
+        "in_process_s": in_process,
+        "cpu_s": cpu,
+        "cli_s": cli_s,
+    }
 
 
 def main() -> None:
@@ -297,8 +305,11 @@ def main() -> None:
     parser.add_argument(
         "--burst", default="1000,10000", help="quota counts for the roomy simulate bursts"
     )
+    parser.add_argument("--no-cli", action="store_true", help="skip the CLI runs of the bursts")
     parser.add_argument(
-        "--burst-contended", default="1000", help="quota counts for the contended bursts"
+        "--burst-contended",
+        default="200,1000",
+        help="quota counts for the contended bursts (the first is the per-pod baseline)",
     )
     parser.add_argument(
         "--trees", type=int, choices=(1, 2), default=1, help="2: a project tree over the same pods"
@@ -343,14 +354,23 @@ def main() -> None:
     if not any(bursts.values()):
         return
     print("### (c) simulate burst\n")
-    print("| regime | quotas | pods | admitted | in process s | CLI (YAML in, JSON out) s |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| regime | quotas | pods | admitted | in process s | CPU s | per arriving pod, CPU ms "
+        "| vs the first size | CLI (YAML in, JSON out) s |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for regime, contended in (("roomy", False), ("contended", True)):
+        first: float | None = None
         for n in bursts[regime]:
-            sim = bench_simulate(n, contended)
+            sim = bench_simulate(n, contended, cli=not args.no_cli)
+            # CPU time: on a shared machine it moves far less with the load than wall time.
+            per_pod = sim["cpu_s"] * 1e3 / sim["pods"]
+            first = per_pod if first is None else first
             print(
                 f"| {regime} | {n} | {sim['pods']} | {sim['admitted']} | "
-                f"{sim['in_process_s']:.1f} | {sim['cli_s']:.1f} |"
+                f"{sim['in_process_s']:.1f} | {sim['cpu_s']:.1f} | {per_pod:.3f} | "
+                f"{per_pod / first:.2f}x | "
+                f"{sim['cli_s']:.1f} |"
             )
             sys.stdout.flush()
 

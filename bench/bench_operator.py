@@ -223,6 +223,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="note each pod's timestamps inside the operator (bench/trace_site) and print "
+        "where the paced phase's creation -> gate removal time goes",
+    )
     args = parser.parse_args()
     n = args.pods
     cluster.ensure_cluster()
@@ -239,7 +245,16 @@ async def main() -> None:
             print(f"{phase}: {results[phase]:.0f} pods/s", flush=True)
             _delete_namespace(ceil_ns)
 
-        op = start_operator({"QUOTREE_WEBHOOKS": "0"}, log_name="operator-bench")
+        env = {"QUOTREE_WEBHOOKS": "0"}
+        trace_file = Path("/tmp/quotree-bench-operator-trace.json")
+        if args.trace:
+            trace_file.unlink(missing_ok=True)
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(ROOT / "bench" / "trace_site"), os.environ.get("PYTHONPATH")) if p
+            )
+            env["QUOTREE_BENCH_TRACE"] = str(trace_file)
+        timings: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
+        op = start_operator(env, log_name="operator-bench")
         try:
             time.sleep(2)
             results["rss_idle_mb"] = _rss_mb(op.proc.pid)
@@ -249,17 +264,19 @@ async def main() -> None:
                 cluster.kubectl("apply", "-f", "-", input=_tree(ns))
                 time.sleep(2)  # the status of 100 fresh quotas settles first
                 seen: dict[str, float] = {}
+                print(f"{phase}: starting", flush=True)
                 watcher = asyncio.create_task(_watch_ungated(api, ns, n, seen))
                 start = time.monotonic()
                 created = await _create(api, ns, n, rate)
                 await asyncio.wait_for(watcher, timeout=600)
                 elapsed = max(seen.values()) - start
+                timings[phase] = (created, dict(seen))
                 lat = sorted(seen[p] - created[p] for p in created)
                 results[f"{phase}_rate"] = n / elapsed
                 results[f"{phase}_p50"] = lat[len(lat) // 2]
                 results[f"{phase}_p99"] = lat[int(len(lat) * 0.99) - 1]
                 print(
-                    f"{phase}: {results[f'{phase}_rate']:.0f} pods/s, "
+                    f"{phase}: {results[f'{phase}_rate']:.0f} pods/s done, "
                     f"p50 {results[f'{phase}_p50']:.2f} s, p99 {results[f'{phase}_p99']:.2f} s",
                     flush=True,
                 )
@@ -271,6 +288,50 @@ async def main() -> None:
             for c in range(COHORTS):
                 cluster.kubectl("delete", "cohort", f"bench-c{c}", "--wait=false", check=False)
     report(results, n, args.write)
+    if args.trace:
+        print_trace(json.loads(trace_file.read_text()), f"{NS_PREFIX}-paced", *timings["paced"])
+
+
+STAGES = (
+    ("created", "watch", "creation -> the operator handles its watch event"),
+    ("watch", "decide_start", "-> the decision that admits it starts"),
+    ("decide_start", "decided", "-> that decision is taken (decide())"),
+    ("decided", "task", "-> its admission task runs"),
+    ("task", "patch_sent", "-> the gate-removal PATCH is sent (write budget)"),
+    ("patch_sent", "patch_answered", "-> the PATCH is answered"),
+    ("patch_answered", "seen", "-> the benchmark's watch sees the gate gone"),
+    ("patch_answered", "event_answered", "(the Admitted event answered, after the PATCH)"),
+)
+
+
+def print_trace(
+    notes: dict[str, dict[str, float]],
+    ns: str,
+    created: dict[str, float],
+    seen: dict[str, float],
+) -> None:
+    """Where creation -> gate removal goes, stage by stage, for the paced phase's pods."""
+    rows: list[dict[str, float]] = []
+    for name, t in created.items():
+        marks = dict(notes.get(f"{ns}/{name}", {}))
+        marks["created"], marks["seen"] = t, seen.get(name, float("nan"))
+        rows.append(marks)
+    print("\n| stage | p50 ms | p99 ms | pods |")
+    print("| --- | --- | --- | --- |")
+    for start, end, label in STAGES:
+        spans = sorted(
+            (r[end] - r[start]) * 1e3 for r in rows if start in r and end in r and r[end] == r[end]
+        )
+        if spans:
+            p50, p99 = spans[len(spans) // 2], spans[min(len(spans) - 1, int(len(spans) * 0.99))]
+            print(f"| {label} | {p50:.1f} | {p99:.1f} | {len(spans)} |")
+    total = sorted(rows, key=lambda r: r["seen"] - r["created"])
+    one = total[len(total) // 2]  # the median pod, stage by stage
+    marks = sorted((v, k) for k, v in one.items())
+    print(
+        "\none pod (the median's), ms after its creation call started: "
+        + ", ".join(f"{k} {1e3 * (v - one['created']):.0f}" for v, k in marks)
+    )
 
 
 def report(r: dict[str, float], n: int, write: bool) -> None:

@@ -317,6 +317,8 @@ cmd_up() {
     --use-service-account-credentials=true \
     --service-cluster-ip-range=10.0.0.0/24 \
     --leader-elect=false \
+    --kube-api-qps="${KCM_QPS}" \
+    --kube-api-burst="${KCM_BURST}" \
     --profiling=false \
     --v=1
   start_process kube-scheduler \
@@ -326,6 +328,8 @@ cmd_up() {
     --bind-address=127.0.0.1 \
     --secure-port="${SCHEDULER_PORT}" \
     --leader-elect=false \
+    --kube-api-qps="${SCHEDULER_QPS}" \
+    --kube-api-burst="${SCHEDULER_BURST}" \
     --profiling=false \
     --v=1
   start_process kwok \

@@ -33,6 +33,14 @@ NODE_PODS="${QUOTREE_NODE_PODS:-110}"
 # flavor tests; set it empty for no extra labels.
 NODE_LABELS="${QUOTREE_NODE_LABELS-default}"
 
+# Client rate limits of the scheduler and the controller-manager (requests/s and burst).
+# The defaults are upstream's; they cap how fast pods are bound (scheduler) and how fast
+# Jobs make pods (controller-manager), so benchmarks raise them (bench/RESULTS.md says which).
+SCHEDULER_QPS="${QUOTREE_SCHEDULER_QPS:-50}"
+SCHEDULER_BURST="${QUOTREE_SCHEDULER_BURST:-100}"
+KCM_QPS="${QUOTREE_KCM_QPS:-20}"
+KCM_BURST="${QUOTREE_KCM_BURST:-30}"
+
 KUBE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 ALL_COMPONENTS=(etcd "${KUBE_COMPONENTS[@]}" kwok)
 # Processes started by cluster-up, in start order (stopped in reverse).

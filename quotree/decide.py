@@ -155,6 +155,16 @@ class Decider:
         out.pending.update(self._unannounced)
         self._unannounced = {}
         evicted = False
+        if self.skip_shrunk_quotas and not self._forest:
+            # A quota that only lost room can neither admit nor need reclaim unless it is
+            # now over its runtime: skip it without building its room (`_only_shrank`).
+            # One tree only: with several, another tree's room may hold its pods back.
+            grown = self.tree.grown_quotas
+            changed = {
+                name
+                for name in changed
+                if name in grown or name in touched or not self._only_shrank(name)
+            }
         names = changed | touched | set(self._over_since) | self._waiting_on_ancestor
         if self._forest:
             for tree in self.trees.values():
@@ -180,6 +190,32 @@ class Decider:
             if pods is not None and pods.queued_in:
                 woken.update(pods.queued_in)  # their `room` holds this quota's room too
         return woken
+
+    #: Skip the quotas `_only_shrank` names (off: look at every changed quota; the property
+    #: tests compare both).
+    skip_shrunk_quotas = True
+
+    def _only_shrank(self, name: str) -> bool:
+        """True when `decide` has nothing to do for quota `name`, whose runtime changed but
+        whose room grew nowhere (neither its runtime or guarantee nor any ancestor's room:
+        `QuotaTree.grown_quotas`): its pending pods were looked at with at least this much
+        room (`QuotaPods.room` is set), it waits for no ancestor, it was not over its
+        runtime and is not now. `_decide_quota` would then change nothing."""
+        if name in self._over_since or name in self._waiting_on_ancestor:
+            return False
+        pods = self._quota_pods.get(name)
+        if pods is None:
+            return True
+        if pods.pending and pods.room is None:
+            return False
+        node = self.tree.node(name)
+        if node is None or not node.is_quota:
+            return False
+        grown = self.tree.grown_quotas
+        if any(ancestor.name in grown for ancestor in self.tree.path_up(node)):
+            return False  # an ancestor's room may have grown: a waiting pod may fit now
+        used, runtime = node.used, node.runtime
+        return all(used[r] <= runtime[r] for r in node.resources)
 
     def _decide_quota(self, name: str, now: float, out: Decisions, *, relabel: bool) -> bool:
         pods = self._quota_pods.get(name)

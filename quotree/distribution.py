@@ -17,12 +17,19 @@ __all__ = ["distribute"]
 
 
 def distribute(
-    parent: TreeNode, resource: str, hints: dict[TreeNode, int] | None, *, at_root: bool
+    parent: TreeNode,
+    resource: str,
+    hints: dict[TreeNode, int] | None,
+    *,
+    at_root: bool,
+    grown: set[str] | None = None,
 ) -> list[TreeNode]:
     """Share the parent's runtime among its children; returns the children that changed.
 
     `hints` are the children whose demand changed (None: redo all). When
     every child's target fits, before and after, only those are redone.
+    `grown`, when given, receives the names of the children whose runtime or
+    guarantee went up (the only ones where a pending pod may start to fit).
     """
     children = parent.children_in[resource]
     total = parent.runtime[resource]
@@ -56,6 +63,8 @@ def distribute(
         for child in hints:
             runtime = child.target(resource)
             if child.runtime[resource] != runtime:
+                if grown is not None and runtime > child.runtime[resource]:
+                    grown.add(child.name)
                 child.runtime[resource] = runtime
                 changed.append(child)
         return changed
@@ -64,6 +73,8 @@ def distribute(
             runtime = child.target(resource)
             low = child.min[resource]
             if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != low:
+                if grown is not None and _grows(child, resource, runtime, low):
+                    grown.add(child.name)
                 child.runtime[resource] = runtime
                 child.guarantee[resource] = low
                 changed.append(child)
@@ -84,7 +95,21 @@ def distribute(
     for child, g, b, e in zip(children, guarantees, bases, extra, strict=True):
         runtime = b + e
         if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != g:
+            if grown is not None and _grows(child, resource, runtime, g):
+                grown.add(child.name)
             child.runtime[resource] = runtime
             child.guarantee[resource] = g
             changed.append(child)
     return changed
+
+
+def _grows(child: TreeNode, resource: str, runtime: int, guarantee: int) -> bool:
+    """Does the child's runtime or guarantee go up (or appear) in `resource`?"""
+    old_runtime = child.runtime.get(resource)
+    old_guarantee = child.guarantee.get(resource)
+    return (
+        old_runtime is None
+        or old_guarantee is None
+        or runtime > old_runtime
+        or guarantee > old_guarantee
+    )

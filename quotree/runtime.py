@@ -62,6 +62,12 @@ class QuotaTree:
         self._quota_used: dict[str, dict[str, int]] = {}
         self._dirty: dict[str, _Dirty] = {}
         self.changed_quotas: set[str] = set()
+        # The nodes whose room may have grown since the last settle(): runtime or guarantee
+        # up in some resource (from `distribute`), used down (a pod released), the root's
+        # total changed. `grown_quotas` holds the set of the last settle(); the decider
+        # skips a quota only when neither it nor any of its ancestors is in it.
+        self._grown: set[str] = set()
+        self.grown_quotas: set[str] = set()
 
     # ------------------------------------------------------------ configuration
 
@@ -132,6 +138,10 @@ class QuotaTree:
                 node.used[resource] += sign * amount
                 for walk in path:
                     walk.used[resource] += sign * amount
+        if sign < 0:
+            # Room (runtime - used) grew at the quota and every ancestor: see grown_quotas.
+            self._grown.add(node.name)
+            self._grown.update(walk.name for walk in path)
 
     def quota_used(self, quota: str) -> Mapping[str, int]:
         return self._quota_used.get(quota, {})
@@ -293,11 +303,13 @@ class QuotaTree:
         self._dirty = {}
         # Every ElasticQuota, live or not: one that just went inactive must be looked at too.
         self.changed_quotas = {name for name, cfg in self.structure.items() if cfg.is_leaf}
+        self._grown = set(self.changed_quotas)
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
         self._update()
         changed, self.changed_quotas = self.changed_quotas, set()
+        self.grown_quotas, self._grown = self._grown, set()
         return changed
 
     def _update(self) -> None:
@@ -327,6 +339,7 @@ class QuotaTree:
         if self._stale:
             return
         root = self.root
+        self._grown.add(root.name)  # it may have grown: see grown_quotas
         for resource in resources:
             if resource in root.resources:
                 root.runtime[resource] = root.guarantee[resource] = self.root_total(resource)
@@ -358,7 +371,9 @@ class QuotaTree:
             if parent not in dirty:
                 continue
             hints = dirty.pop(parent)
-            for child in distribute(parent, resource, hints, at_root=parent is self.root):
+            for child in distribute(
+                parent, resource, hints, at_root=parent is self.root, grown=self._grown
+            ):
                 if child.is_quota:
                     self.changed_quotas.add(child.name)
                 elif resource in child.children_in and child not in dirty:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from quotree.engine import Decisions, Eviction
 from quotree.models import ADMISSION_GATE
 from quotree_operator.client import Kube, KubeError
+from quotree_operator.event_budget import AdmittedEvents
 from quotree_operator.inputs import Inputs
 from quotree_operator.metrics import METRICS
 
@@ -43,6 +45,9 @@ class Actuator:
         self._writes = asyncio.Semaphore(concurrency)
         self._events = asyncio.Semaphore(max(4, concurrency // 4))
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Per-pod Admitted events per quota, the rest summed up on the quota (event_budget).
+        self.admitted_events = AdmittedEvents()
+        self._summaries: asyncio.Task[None] | None = None
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -121,16 +126,48 @@ class Actuator:
                 continue
             if not done:
                 return
+            self.inputs.signals.admissions += 1
             handle.gates = tuple(g for g in handle.gates if g != ADMISSION_GATE)
             handle.has_labels = handle.has_labels or capacity is not None or flavor is not None
             handle.has_node_selector = handle.has_node_selector or bool(flavor and flavor[1])
             record = self.inputs.engine.pods.get(key)
             if record is not None:
                 METRICS.admitted(record.quota, record.facts.created)
-            await self._event(key, "Admitted", message)
+            quota = record.quota if record is not None else None
+            if quota is None or self.admitted_events.take(quota, time.monotonic()):
+                await self._event(key, "Admitted", message)
+            elif self._summaries is None or self._summaries.done():
+                self._summaries = asyncio.ensure_future(self._write_summaries())
+                self._tasks.add(self._summaries)
+                self._summaries.add_done_callback(self._tasks.discard)
             return
         if capacity is not None:
             await self._label(key, capacity)
+
+    async def _write_summaries(self) -> None:
+        """Every interval while admissions go without their own event: one event per quota
+        that says how many did (event_budget.py)."""
+        budget = self.admitted_events
+        while True:
+            await asyncio.sleep(budget.interval)
+            counts = budget.summaries()
+            budget.forget_idle(time.monotonic())
+            if not counts:
+                return
+            for quota, count in counts:
+                config = self.inputs.engine.tree.config(quota)
+                if config is None or not config.namespace:
+                    continue
+                try:
+                    async with self._events:
+                        await self.kube.quota_event(
+                            config.namespace,
+                            quota,
+                            reason="Admitted",
+                            message=budget.message(quota, count),
+                        )
+                except KubeError as exc:
+                    logger.info("%s", exc)
 
     async def _requeue(self, key: str) -> None:
         """The gate could not be removed: forget the admission and let the pod wait again."""

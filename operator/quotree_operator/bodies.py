@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, FLAVOR_LABEL, GROUP
+from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, FLAVOR_LABEL, GROUP, VERSION
 
 __all__ = ["COMPONENT", "admission_patch", "eviction", "pod_event"]
 
@@ -110,3 +110,32 @@ def pod_event(
         "lastTimestamp": stamp,
         "count": 1,
     }
+
+
+def quota_event(
+    namespace: str,
+    name: str,
+    *,
+    event_name: str,
+    reason: str,
+    message: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """A core/v1 Event on an ElasticQuota (kubectl describe elasticquota shows it)."""
+    body = pod_event(
+        namespace,
+        name,
+        event_name=event_name,
+        uid=None,
+        reason=reason,
+        message=message,
+        warning=False,
+        now=now,
+    )
+    body["involvedObject"] = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ElasticQuota",
+        "namespace": namespace,
+        "name": name,
+    }
+    return body

@@ -76,7 +76,7 @@ class Controller:
             signals.wake.clear()
             if not signals.leading:
                 continue
-            self.namespaces.reconcile()
+            self.namespaces.reconcile(signals.config_changes)
             try:
                 started = time.perf_counter()
                 decisions = self.engine.decide(time.monotonic())

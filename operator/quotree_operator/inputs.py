@@ -37,6 +37,12 @@ class Signals:
     status_dirty: asyncio.Event = field(default_factory=asyncio.Event)
     #: This replica holds the leader Lease: only then are decisions carried out.
     leading: bool = False
+    #: Gates removed so far (the actuator counts them): the status writer spaces its
+    #: rounds further apart while admissions go on.
+    admissions: int = 0
+    #: Cohort / ElasticQuota changes the engine took in: which namespaces are managed can
+    #: only change with them (or with the namespaces themselves).
+    config_changes: int = 0
 
     def changed(self) -> None:
         self.wake.set()
@@ -134,6 +140,7 @@ class Inputs:
                     # (set_config would re-resolve every pod, once per status write).
                     return
                 self.engine.set_config(config)
+        self.signals.config_changes += 1
         self.signals.changed()
 
     def observe_pod(self, body: Mapping[str, Any], deleted: bool) -> None:

@@ -44,6 +44,11 @@ class NamespaceLabels:
         #: namespace -> whether its label says managed (as last seen).
         self.labelled: dict[str, bool] = {}
         self._writing: dict[str, asyncio.Task[None]] = {}
+        # `reconcile` compares every namespace: only when a namespace or the quota
+        # configuration changed since, or a write failed (it runs once per decision, and
+        # under a pod burst that is hundreds of times a second).
+        self._stale = True
+        self._config_changes = -1
 
     def observe(self, body: Mapping[str, Any], deleted: bool) -> None:
         metadata = body.get("metadata") or {}
@@ -54,10 +59,22 @@ class NamespaceLabels:
             self.labelled.pop(name, None)
             return
         labels = metadata.get("labels") or {}
-        self.labelled[name] = labels.get(MANAGED_LABEL) == "true"
+        labelled = labels.get(MANAGED_LABEL) == "true"
+        if self.labelled.get(name) != labelled:
+            self._stale = True
+        self.labelled[name] = labelled
 
-    def reconcile(self) -> None:
-        """Start a write for every namespace whose label differs from the engine's view."""
+    def reconcile(self, config_changes: int | None = None) -> None:
+        """Start a write for every namespace whose label differs from the engine's view.
+
+        `config_changes` (`Signals.config_changes`): when neither it nor any namespace
+        changed since the last call, nothing can differ and nothing is compared.
+        """
+        if config_changes is not None:
+            if not self._stale and config_changes == self._config_changes:
+                return
+            self._stale = False
+            self._config_changes = config_changes
         for name, labelled in list(self.labelled.items()):
             wanted = managed(self.engine, name)
             if wanted != labelled and name not in self._writing:
@@ -73,5 +90,6 @@ class NamespaceLabels:
         except KubeError as exc:
             if exc.status != 404:
                 logger.warning("namespace %s: cannot write %s: %s", name, MANAGED_LABEL, exc)
+                self._stale = True  # the next decision tries again
         finally:
             self._writing.pop(name, None)

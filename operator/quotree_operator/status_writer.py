@@ -19,7 +19,7 @@ from quotree_operator.client import Kube, KubeError
 from quotree_operator.inputs import Inputs, QuotaObject
 from quotree_operator.status import Desired, StatusMemory, desired
 
-__all__ = ["STATUS_BACKOFF", "STATUS_INTERVAL", "StatusWriter"]
+__all__ = ["STATUS_BACKOFF", "STATUS_BUSY_INTERVAL", "STATUS_INTERVAL", "StatusWriter"]
 
 logger = logging.getLogger("quotree.operator")
 
@@ -28,6 +28,10 @@ STATUS_INTERVAL = 0.5  # status writes are coalesced over at least this long
 # every quota's status changes all the time, and rewriting all of them every 0.5 s would
 # take most of the API server from the admissions (the writer keeps to ~1/(1+3) of the time).
 STATUS_BACKOFF = 3.0
+# While pods are being admitted, at least this long: a status round rewrites every quota
+# whose numbers moved (all of them in a burst), which took as many API writes as the
+# admissions themselves; the numbers are current again within this long (issue 12).
+STATUS_BUSY_INTERVAL = 2.0
 
 
 def _now() -> str:
@@ -46,6 +50,7 @@ class StatusWriter:
     async def run(self) -> None:
         """Write what changed, coalesced (see STATUS_BACKOFF), while this replica leads."""
         signals = self.inputs.signals
+        admissions = signals.admissions
         while True:
             await signals.status_dirty.wait()
             signals.status_dirty.clear()
@@ -56,7 +61,10 @@ class StatusWriter:
                 except Exception:
                     logger.exception("status writing failed; retrying")
             spent = time.monotonic() - started
-            await asyncio.sleep(max(STATUS_INTERVAL, spent * STATUS_BACKOFF))
+            busy = signals.admissions != admissions
+            admissions = signals.admissions
+            interval = STATUS_BUSY_INTERVAL if busy else STATUS_INTERVAL
+            await asyncio.sleep(max(interval, spent * STATUS_BACKOFF))
 
     async def write_statuses(self) -> None:
         now = _now()

@@ -507,3 +507,110 @@ def test_any_sequence_of_changes_equals_building_the_survivors_afresh(
         n: (p.reason, p.message) for n, p in eng.tree.problems.items()
     }
     assert runtime_map(fresh) == runtime_map(eng)
+
+
+def _decision_log(eng: Engine, scenario: Scenario, stream: list[tuple[str, int]]) -> list[object]:
+    """Every decision of `eng` over the drawn events, then every pod still to arrive."""
+    log: list[object] = []
+    now = 0.0
+    pods = iter(scenario.pods)
+    count = 0
+    tail = [("pod", 0)] * len(scenario.pods) + [("time", 39), ("gone", 0), ("time", 39)]
+    for kind, draw in [*stream, *tail]:
+        if kind == "pod":
+            spec = next(pods, None)
+            if spec is None:
+                continue
+            q, request, priority, preemptible = spec
+            count += 1
+            eng.observe_pod(
+                pod(
+                    q, f"p{count}", request, priority=priority, created=now, preemptible=preemptible
+                )
+            )
+        elif kind == "delete" and eng.pods:
+            eng.forget_pod(sorted(eng.pods)[draw % len(eng.pods)])
+        elif kind == "time":
+            now += draw % 40
+        elif kind == "gone":
+            for key in [k for k, r in eng.pods.items() if r.evicting]:
+                eng.forget_pod(key)
+        elif kind == "shrink":
+            eng.set_cluster_node(
+                "node-1", {r: scenario.capacity[r] * (draw % 4) // 3 for r in RESOURCES}
+            )
+        decisions = eng.decide(now)
+        log.append(
+            (
+                decisions.admitted,
+                [(e.pod, e.kind, e.reason) for e in decisions.evictions],
+                decisions.labels,
+                decisions.pending,
+            )
+        )
+    log.append(sorted((r.key, r.state, r.reason, r.capacity) for r in eng.pod_records()))
+    return log
+
+
+@PROPERTY
+@given(
+    st.one_of(scenarios(), lender_stories()),
+    events,
+    st.sampled_from([None, 0.0, 5.0, 30.0]),
+)
+def test_skipping_quotas_that_only_lost_room_changes_no_decision(
+    scenario: Scenario, stream: list[tuple[str, int]], delay: float | None
+) -> None:
+    """`Decider.skip_shrunk_quotas` (a quota whose runtime went up nowhere and that is not
+    over it is not looked at) takes the same decisions, with the same words, as looking at
+    every quota whose runtime changed: in the simulator (delay None) and in operator mode."""
+    logs = []
+    for skip in (True, False):
+        if delay is None:
+            eng = engine(*scenario.configs, capacity=scenario.capacity)
+        else:
+            eng = engine(
+                *scenario.configs,
+                capacity=scenario.capacity,
+                instant_evictions=False,
+                reclaim_delay=delay,
+            )
+        eng.skip_shrunk_quotas = skip
+        logs.append(_decision_log(eng, scenario, stream))
+    assert logs[0] == logs[1]
+
+
+@PROPERTY
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_grown_quotas_are_the_ones_whose_runtime_or_guarantee_went_up(
+    scenario: Scenario, rnd: random.Random
+) -> None:
+    """`QuotaTree.grown_quotas` after a settle() names every quota whose runtime or guarantee
+    went up in some resource (the shortcut above relies on it never missing one)."""
+    eng = build(scenario)
+    eng.tree.settle()
+
+    def snapshot() -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+        return {
+            n.name: (dict(n.runtime), dict(n.guarantee))
+            for n in eng.tree.live_nodes()
+            if n.is_quota
+        }
+
+    for i, (q, request, priority, preemptible) in enumerate(scenario.pods):
+        before = snapshot()
+        eng.observe_pod(pod(q, f"p{i}", request, priority=priority, preemptible=preemptible))
+        if rnd.random() < 0.2:
+            eng.set_cluster_node("node-1", {r: rnd.randrange(0, 150) for r in RESOURCES})
+        eng.tree.settle()
+        after = snapshot()
+        went_up = {
+            name
+            for name, (runtime, guarantee) in after.items()
+            if name in before
+            and any(
+                runtime[r] > before[name][0].get(r, -1) or guarantee[r] > before[name][1].get(r, -1)
+                for r in runtime
+            )
+        }
+        assert went_up <= eng.tree.grown_quotas

@@ -1,0 +1,116 @@
+"""The pod CREATE webhook answered directly, without Kopf's admission machinery.
+
+Why a module of its own: every pod created in a managed namespace waits for this
+answer, so its cost is paid once per pod, on the event loop the operator's own
+decisions and writes share. Kopf's generic path (handlers.mutate_pod) builds a
+Body, runs the handler through its retry and logging machinery and then finds the
+JSON patch by diffing the whole pod against its patched copy; under a burst of
+creations that was most of the webhook's time (bench/RESULTS.md, issue 12). The
+decision is the same function (`decisions.review_pod_create`) and the answer the
+same AdmissionReview: here the JSON patch is written from the decision, which
+names exactly what changes (a label or two and the gate list).
+
+A review whose object is not shaped like a pod (metadata or spec not a map) gets
+None, and the server hands it to Kopf's path, whose answer to malformed objects
+stays the one documented in server.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from quotree_webhooks import decisions
+from quotree_webhooks.settings import WebhookState
+
+__all__ = ["json_patch", "mutate_pod_review"]
+
+logger = logging.getLogger("quotree.webhooks")
+
+#: The code of a denial (handlers.DENIED), and of an unexpected failure (Kopf's default).
+DENIED = 403
+FAILED = 500
+
+
+def _pointer(key: str) -> str:
+    """A map key as one JSON-pointer segment (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def json_patch(pod: Mapping[str, Any], mutation: decisions.PodMutation) -> list[dict[str, Any]]:
+    """The RFC 6902 operations that apply `mutation` to `pod`."""
+    ops: list[dict[str, Any]] = []
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels")
+    if mutation.labels:
+        if not isinstance(labels, Mapping):
+            added = {k: v for k, v in mutation.labels.items() if v is not None}
+            if added:
+                ops.append({"op": "add", "path": "/metadata/labels", "value": added})
+        else:
+            for key, value in mutation.labels.items():
+                path = f"/metadata/labels/{_pointer(key)}"
+                if value is None:
+                    if key in labels:
+                        ops.append({"op": "remove", "path": path})
+                else:
+                    ops.append({"op": "add", "path": path, "value": value})
+    if mutation.gates is not None:
+        # "add" on an existing member replaces it (RFC 6902, 4.1).
+        ops.append({"op": "add", "path": "/spec/schedulingGates", "value": mutation.gates})
+    return ops
+
+
+def mutate_pod_review(state: WebhookState, review: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The AdmissionReview answer to a pod CREATE, as handlers.mutate_pod would give it.
+
+    None: the object is not shaped like a pod; Kopf's path answers it instead.
+    """
+    request = review.get("request")
+    if not isinstance(request, Mapping):
+        return None
+    pod = request.get("object")
+    if not isinstance(pod, Mapping):
+        return None
+    metadata = pod.get("metadata")
+    spec = pod.get("spec", {})
+    if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
+        return None
+    labels = metadata.get("labels")
+    if labels is not None and not isinstance(labels, Mapping):
+        return None
+    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
+    answer = {
+        "apiVersion": review.get("apiVersion", "admission.k8s.io/v1"),
+        "kind": review.get("kind", "AdmissionReview"),
+        "response": response,
+    }
+    namespace = str(metadata.get("namespace") or "")
+    if not namespace:
+        return answer  # as handlers._mutate: nothing to decide without it
+    try:
+        mutation = decisions.review_pod_create(
+            state.engine, pod, namespace, state.settings.never_gated
+        )
+    except Exception as exc:
+        what = decisions.describe_pod(pod)
+        logger.exception("webhooks: %s: unexpected error", what)
+        response["allowed"] = False
+        response["status"] = {
+            "code": FAILED,
+            "message": f"{what}: quotree could not decide ({type(exc).__name__}); "
+            "see the quotree operator's log",
+        }
+        return answer
+    if mutation.denied is not None:
+        response["allowed"] = False
+        response["status"] = {"code": DENIED, "message": mutation.denied}
+        return answer
+    ops = json_patch(pod, mutation)
+    if ops:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode("ascii")
+    return answer
