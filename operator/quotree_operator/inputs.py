@@ -6,6 +6,15 @@ cluster nodes, Cohorts and ElasticQuotas (quotree_main), the operator's own pod 
 to write back: each pod's gates and uid (actuator.py), each quota object's kind and
 namespace and whether its spec could be read (status_writer.py). Every change raises
 `Signals.changed()`; no API write starts here.
+
+The cluster, not the engine's memory, is the truth about admission: a pod shown with the
+admission gate is pending, one shown without it is admitted. The one exception is a pod
+whose gate removal the actuator has asked for and the cluster does not show yet
+(`Inputs.admitting`): a gated view of it may be older than the write, so the engine's
+admission stands until the watch shows the gate gone, the pod is gone, or a read after a
+failed write shows the gate still there (actuator.py). Every other pod the engine counts
+as admitted while the cluster shows it gated goes back to pending at once
+(`Inputs.observe_pod`, on every watch event and on every list).
 """
 
 from __future__ import annotations
@@ -17,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quotree.capacity import node_allocatable
-from quotree.engine import Engine
-from quotree.models import ConfigError, parse_node, pod_facts
+from quotree.engine import Engine, PodState
+from quotree.models import ADMISSION_GATE, ConfigError, PodFacts, parse_node, pod_facts
 from quotree_operator.client import Kube
 from quotree_operator.status import StatusMemory
 
@@ -73,6 +82,11 @@ class Inputs:
         self.memory = memory
         self.signals = signals
         self.pods: dict[str, PodHandle] = {}  # pod key -> handle, for pods not finished
+        #: Pods whose gate removal was asked for (actuator.py) and not yet seen done: see
+        #: the module docstring. Added when the engine's admission is handed to the
+        #: actuator; removed when the cluster shows the pod ungated or gone, or when a read
+        #: after a failed write shows it still gated.
+        self.admitting: set[str] = set()
         self.quota_objects: dict[str, QuotaObject] = {}  # tree node name -> object
         self.bad_specs: dict[str, str] = {}  # tree node name -> why its spec cannot be read
 
@@ -119,12 +133,16 @@ class Inputs:
                 self.engine.set_config(config)
         self.signals.changed()
 
-    def observe_pod(self, body: Mapping[str, Any], deleted: bool) -> None:
-        """A Pod was added, changed or deleted (from the pod watch or a re-read)."""
+    def observe_pod(self, body: Mapping[str, Any], deleted: bool, *, read: bool = False) -> None:
+        """A Pod was added, changed or deleted (from the pod watch or list, or a `read`).
+
+        The watch and lists show a pod's versions in order; a read (actuator.py) may be
+        newer than what the watch shows next, so only the watch or a list confirms that
+        a gate removal is done.
+        """
         key = pod_key(body)
         if deleted:
-            self.engine.forget_pod(key)
-            self.pods.pop(key, None)
+            self.forget_pod(key)
         else:
             try:
                 facts = pod_facts(body)
@@ -136,19 +154,53 @@ class Inputs:
             gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
             if facts.terminal:
                 self.pods.pop(key, None)
+                self.admitting.discard(key)
             else:
                 self.pods[key] = PodHandle(
                     metadata.get("uid"), gates, metadata.get("labels") is not None
                 )
+                if ADMISSION_GATE not in gates and not read:
+                    self.admitting.discard(key)  # the gate removal is done
             self.engine.observe_pod(facts)
+            self._match_gate(facts)
         self.signals.changed()
+
+    def _match_gate(self, facts: PodFacts) -> None:
+        """A gated pod is pending: undo an admission the cluster does not show (module doc)."""
+        record = self.engine.pods.get(facts.key)
+        if (
+            record is None
+            or record.state is not PodState.ADMITTED
+            or not facts.gated
+            or facts.key in self.admitting
+        ):
+            return
+        logger.info(
+            "pod %s: counted as admitted but still gated in the cluster; it waits again",
+            facts.key,
+        )
+        self.engine.forget_pod(facts.key)
+        self.engine.observe_pod(facts)
+
+    def release(self, key: str) -> None:
+        """No gate removal of ours is under way for the pod any more: its last view decides."""
+        self.admitting.discard(key)
+        record = self.engine.pods.get(key)
+        if record is not None:
+            self._match_gate(record.facts)
+            self.signals.changed()
+
+    def forget_pod(self, key: str) -> None:
+        """The pod is gone (deleted, or a read found no such pod)."""
+        self.engine.forget_pod(key)
+        self.pods.pop(key, None)
+        self.admitting.discard(key)
 
     def relist_pods(self, bodies: list[dict[str, Any]]) -> None:
         """The pod watch had to list again (410 Gone): forget pods that went meanwhile."""
         listed = {pod_key(body) for body in bodies}
         for key in [key for key in self.engine.pods if key not in listed]:
-            self.engine.forget_pod(key)
-            self.pods.pop(key, None)
+            self.forget_pod(key)
         for body in bodies:
             self.observe_pod(body, deleted=False)
         logger.info("pod watch: listed %d pods again", len(bodies))

@@ -3,8 +3,10 @@
 One coalescing writer: woken by `Signals.status_dirty`, it compares each quota object's
 desired status (status.py, pure) with what it last wrote (`StatusMemory`) and patches only
 the difference. Writes are spaced by at least STATUS_INTERVAL and by STATUS_BACKOFF times
-as long as the last round took, so under a burst of pod events the statuses cost a bounded
-share of the API server, and admissions keep the rest.
+as long as the last round took (at most STATUS_MAX_PAUSE), so under a burst of pod events
+the statuses cost a bounded share of the API server, and admissions keep the rest. A write
+that fails is not remembered as written: the next round writes it again, so whatever could
+not be written while the API server was away is written once it answers.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from quotree_operator.client import Kube, KubeError
 from quotree_operator.inputs import Inputs, QuotaObject
 from quotree_operator.status import Desired, StatusMemory, desired
 
-__all__ = ["STATUS_BACKOFF", "STATUS_INTERVAL", "StatusWriter"]
+__all__ = ["STATUS_BACKOFF", "STATUS_INTERVAL", "STATUS_MAX_PAUSE", "StatusWriter"]
 
 logger = logging.getLogger("quotree.operator")
 
@@ -28,6 +30,9 @@ STATUS_INTERVAL = 0.5  # status writes are coalesced over at least this long
 # every quota's status changes all the time, and rewriting all of them every 0.5 s would
 # take most of the API server from the admissions (the writer keeps to ~1/(1+3) of the time).
 STATUS_BACKOFF = 3.0
+# ... but never longer than this: a round that took long because the API server (or its
+# etcd) was down must not delay the statuses it could not write once it is back.
+STATUS_MAX_PAUSE = 5.0
 
 
 def _now() -> str:
@@ -56,7 +61,7 @@ class StatusWriter:
                 except Exception:
                     logger.exception("status writing failed; retrying")
             spent = time.monotonic() - started
-            await asyncio.sleep(max(STATUS_INTERVAL, spent * STATUS_BACKOFF))
+            await asyncio.sleep(min(max(STATUS_INTERVAL, spent * STATUS_BACKOFF), STATUS_MAX_PAUSE))
 
     async def write_statuses(self) -> None:
         now = _now()
