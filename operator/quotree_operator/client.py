@@ -294,6 +294,36 @@ class Kube:
 
     # ------------------------------------------------------------ quota objects
 
+    async def quota_object_event(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None,
+        reason: str,
+        message: str,
+    ) -> None:
+        """A Warning Event on a Cohort or ElasticQuota (a Cohort's go in "default")."""
+        involved = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "name": name}
+        if namespace:
+            involved["namespace"] = namespace
+        where = namespace or "default"
+        body = bodies.object_event(
+            where,
+            involved,
+            event_name=f"{name}.{uuid.uuid4().hex[:16]}",
+            uid=uid,
+            reason=reason,
+            message=message,
+            warning=True,
+            now=datetime.now(UTC),
+        )
+        await self._discard(
+            f"{kind} {name}: event {reason}",
+            self.core.create_namespaced_event(where, body, _preload_content=False),
+        )
+
     async def patch_quota_object(
         self,
         kind: str,

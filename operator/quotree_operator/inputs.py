@@ -31,7 +31,7 @@ from quotree.models import ADMISSION_GATE, ConfigError, PodFacts, parse_node, po
 from quotree_operator.client import Kube
 from quotree_operator.status import StatusMemory
 
-__all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals"]
+__all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals", "object_key"]
 
 logger = logging.getLogger("quotree.operator")
 
@@ -63,10 +63,21 @@ class PodHandle:
 
 @dataclass(frozen=True, slots=True)
 class QuotaObject:
-    """Where a Cohort's or ElasticQuota's status is written."""
+    """Where a Cohort's or ElasticQuota's status is written (and its Events point)."""
 
     kind: str
     namespace: str | None
+    name: str = ""
+    uid: str | None = None
+
+    @property
+    def key(self) -> str:
+        """One object, even when another of another kind or namespace has its name."""
+        return object_key(self.kind, self.namespace, self.name)
+
+
+def object_key(kind: str, namespace: str | None, name: str) -> str:
+    return f"{kind}/{namespace or ''}/{name}"
 
 
 def pod_key(body: Mapping[str, Any]) -> str:
@@ -87,7 +98,9 @@ class Inputs:
         #: actuator; removed when the cluster shows the pod ungated or gone, or when a read
         #: after a failed write shows it still gated.
         self.admitting: set[str] = set()
-        self.quota_objects: dict[str, QuotaObject] = {}  # tree node name -> object
+        #: QuotaObject.key -> object: two objects that share a name (the webhook was
+        #: bypassed) are both here, and both get their status written.
+        self.quota_objects: dict[str, QuotaObject] = {}
         self.bad_specs: dict[str, str] = {}  # tree node name -> why its spec cannot be read
 
     def observe_cluster_node(self, body: Mapping[str, Any], deleted: bool) -> None:
@@ -110,14 +123,15 @@ class Inputs:
         metadata = body["metadata"]
         name = metadata["name"]
         identity = {"kind": body["kind"], "namespace": metadata.get("namespace")}
+        obj = QuotaObject(body["kind"], metadata.get("namespace"), name, metadata.get("uid"))
         if deleted:
             self.engine.remove_config(name, **identity)
-            self.quota_objects.pop(name, None)
+            self.quota_objects.pop(obj.key, None)
             self.bad_specs.pop(name, None)
-            self.memory.forget(name)
+            self.memory.forget(obj.key)
         else:
-            self.quota_objects[name] = QuotaObject(body["kind"], metadata.get("namespace"))
-            self.memory.remember_object(name, body)
+            self.quota_objects[obj.key] = obj
+            self.memory.remember_object(obj.key, body)
             try:
                 config = parse_node(body)
             except ConfigError as exc:

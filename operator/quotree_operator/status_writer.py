@@ -6,7 +6,9 @@ the difference. Writes are spaced by at least STATUS_INTERVAL and by STATUS_BACK
 as long as the last round took (at most STATUS_MAX_PAUSE), so under a burst of pod events
 the statuses cost a bounded share of the API server, and admissions keep the rest. A write
 that fails is not remembered as written: the next round writes it again, so whatever could
-not be written while the API server was away is written once it answers.
+not be written while the API server was away is written once it answers. When an object's
+Valid condition turns False (a cycle, a duplicate name, ...), a Warning Event on the object
+says so too, once per reason.
 """
 
 from __future__ import annotations
@@ -66,19 +68,20 @@ class StatusWriter:
     async def write_statuses(self) -> None:
         now = _now()
         writes = []
-        for name, obj in list(self.inputs.quota_objects.items()):
+        for key, obj in list(self.inputs.quota_objects.items()):
+            name = obj.name
             is_quota = obj.kind == "ElasticQuota"
             new = desired(self.inputs.engine, name, is_quota, self.inputs.bad_specs.get(name))
-            patch, annotations = self.memory.changes(name, new, now)
+            patch, annotations = self.memory.changes(key, new, now)
             if patch is None and annotations is None:
                 continue
-            writes.append(self._write(name, obj, new, patch, annotations))
+            writes.append(self._write(key, obj, new, patch, annotations))
         if writes:
             await asyncio.gather(*writes)
 
     async def _write(
         self,
-        name: str,
+        key: str,
         obj: QuotaObject,
         new: Desired,
         patch: dict[str, Any] | None,
@@ -87,11 +90,44 @@ class StatusWriter:
         try:
             async with self._writes:
                 await self.kube.patch_quota_object(
-                    obj.kind, obj.namespace, name, patch, annotations
+                    obj.kind, obj.namespace, obj.name, patch, annotations
                 )
         except KubeError as exc:
             if exc.status != 404:
                 logger.warning("%s", exc)
                 self.inputs.signals.status_dirty.set()
             return
-        self.memory.wrote(name, new, patch)
+        broken = newly_invalid(self.memory.written.get(key), new)
+        self.memory.wrote(key, new, patch)
+        if broken is not None:
+            reason, message = broken
+            try:
+                async with self._writes:
+                    await self.kube.quota_object_event(
+                        obj.kind,
+                        obj.namespace,
+                        obj.name,
+                        uid=obj.uid,
+                        reason=reason,
+                        message=message,
+                    )
+            except KubeError as exc:
+                logger.warning("%s", exc)
+
+
+def _valid(desired_: Desired | None) -> dict[str, Any]:
+    for condition in (desired_.status.get("conditions") or []) if desired_ else []:
+        if condition.get("type") == "Valid":
+            return dict(condition)
+    return {}
+
+
+def newly_invalid(old: Desired | None, new: Desired) -> tuple[str, str] | None:
+    """(reason, message) when `new`'s Valid condition turns False, or False for another
+    reason, compared with `old` (what was last written); else None."""
+    now, before = _valid(new), _valid(old)
+    if now.get("status") != "False":
+        return None
+    if before.get("status") == "False" and before.get("reason") == now.get("reason"):
+        return None
+    return str(now.get("reason") or "Invalid"), str(now.get("message") or "")
