@@ -102,16 +102,22 @@ class Actuator:
     async def _admit(self, key: str, capacity: str | None, message: str) -> None:
         namespace, name = _split(key)
         self.inputs.admitting.add(key)
+        attempted = False
         for _ in range(3):
             handle = self.inputs.pods.get(key)
             if handle is None:
                 self.inputs.admitting.discard(key)
                 return
             if ADMISSION_GATE not in handle.gates:
-                break  # the gate is gone already (restart, or removed by hand)
+                # Gone already: removed by hand, or by our own write whose answer was lost
+                # (its retry then failed its test op with 422).
+                if attempted:
+                    await self._admitted(key, message)
+                break
             admit = functools.partial(
                 self.kube.admit, namespace, name, handle.gates, handle.has_labels, capacity
             )
+            attempted = True
             try:
                 done = await self._retrying(f"admit {key}", admit)
             except KubeError as exc:

@@ -44,6 +44,7 @@ class FakeKube:
     def __init__(self) -> None:
         self.down = False
         self.apply_then_fail = False  # the write lands, the answer is lost
+        self.lose_first_answer = False  # the first write lands, its answer is lost, once
         self.reads_down = 0  # this many reads fail before the API answers
         self.pods: dict[str, dict[str, Any]] = {}
         self.admits: list[str] = []
@@ -53,10 +54,16 @@ class FakeKube:
         self, namespace: str, name: str, gates: Sequence[str], has_labels: bool, capacity: Any
     ) -> None:
         self.admits.append(name)
-        if self.apply_then_fail:
+        if self.down:
+            raise DOWN
+        if not self.pods[name]["spec"]["schedulingGates"]:
+            raise KubeError(422, "test op failed: the gate is not there")
+        if self.lose_first_answer:
+            self.lose_first_answer = False
             self.pods[name]["spec"]["schedulingGates"] = []
             raise DOWN
-        if self.down:
+        if self.apply_then_fail:
+            self.pods[name]["spec"]["schedulingGates"] = []
             raise DOWN
         self.pods[name]["spec"]["schedulingGates"] = []
 
@@ -173,6 +180,18 @@ async def test_a_write_applied_before_its_answer_was_lost_stays_admitted() -> No
     # ... and once the watch has shown the pod ungated, it is no longer in flight.
     inputs.observe_pod(kube.pods["p0"], deleted=False)
     assert "team/p0" not in inputs.admitting
+
+
+async def test_a_retry_after_a_lost_answer_finds_the_gate_gone_and_says_admitted() -> None:
+    # The first write was applied and its answer lost; the retry's test op fails (422),
+    # the pod is read again without the gate: admitted, announced once.
+    kube = FakeKube()
+    inputs, actuator = setup(kube, pods=1)
+    kube.lose_first_answer = True
+    await decide_and_carry_out(inputs, actuator)
+    assert kube.admits == ["p0", "p0"]
+    assert state(inputs, "p0") is PodState.ADMITTED
+    assert [e[:2] for e in kube.events] == [("p0", "Admitted")]
 
 
 async def test_a_gated_view_during_the_write_does_not_undo_the_admission() -> None:
