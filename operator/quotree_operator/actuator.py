@@ -21,6 +21,7 @@ import asyncio
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 
 from quotree.engine import Decisions, Eviction, PodState
@@ -228,6 +229,7 @@ class Actuator:
         namespace, name = _split(key)
         handle = self.inputs.pods.get(key)
         uid = handle.uid if handle else None
+        event_name = f"{name}.{uuid.uuid4().hex[:16]}"  # one name for every try
         give_up = time.monotonic() + EVENT_RETRY_FOR
         delay = READ_BACKOFF[0]
         while True:
@@ -240,9 +242,12 @@ class Actuator:
                         reason=reason,
                         message=message,
                         warning=warning,
+                        event_name=event_name,
                     )
                 return
             except KubeError as exc:
+                if exc.status == 409:
+                    return  # an earlier try was written, its answer lost
                 if not _unanswered(exc) or time.monotonic() + delay > give_up:
                     logger.info("%s", exc)
                     return

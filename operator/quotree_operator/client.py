@@ -275,12 +275,17 @@ class Kube:
         reason: str,
         message: str,
         warning: bool = False,
+        event_name: str | None = None,
     ) -> None:
-        """A core/v1 Event on the pod (kubectl describe pod shows it)."""
+        """A core/v1 Event on the pod (kubectl describe pod shows it).
+
+        `event_name`: the same name for every try of one Event, so a try whose answer was
+        lost and that is made again meets 409 AlreadyExists instead of a second Event.
+        """
         body = bodies.pod_event(
             namespace,
             name,
-            event_name=f"{name}.{uuid.uuid4().hex[:16]}",
+            event_name=event_name or f"{name}.{uuid.uuid4().hex[:16]}",
             uid=uid,
             reason=reason,
             message=message,

@@ -92,8 +92,12 @@ class TcpProxy:
             self._open.clear()
         for sock in cut:
             with contextlib.suppress(OSError):
-                # SO_LINGER 0: close() sends a reset, as a dropped connection would be seen.
+                # SO_LINGER 0: the close sends a reset, as a dropped connection would be seen.
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            with contextlib.suppress(OSError):
+                # Wakes the pump thread blocked in recv() (a close alone would not, and the
+                # connection would hang open instead of being cut).
+                sock.shutdown(socket.SHUT_RD)
             with contextlib.suppress(OSError):
                 sock.close()
         self.cuts += 1

@@ -45,6 +45,8 @@ class FakeKube:
         self.down = False
         self.apply_then_fail = False  # the write lands, the answer is lost
         self.lose_first_answer = False  # the first write lands, its answer is lost, once
+        self.lose_event_answer = False  # the next Event is written, its answer lost
+        self.event_names: set[str] = set()
         self.reads_down = 0  # this many reads fail before the API answers
         self.pods: dict[str, dict[str, Any]] = {}
         self.admits: list[str] = []
@@ -81,7 +83,13 @@ class FakeKube:
     async def pod_event(self, namespace: str, name: str, **event: Any) -> None:
         if self.down:
             raise KubeError(0, "event: connection refused")
+        if event["event_name"] in self.event_names:
+            raise KubeError(409, "event: already exists")
+        self.event_names.add(event["event_name"])
         self.events.append((name, event["reason"], event["message"]))
+        if self.lose_event_answer:
+            self.lose_event_answer = False
+            raise KubeError(0, "event: ServerDisconnectedError")
 
 
 @pytest.fixture(autouse=True)
@@ -249,6 +257,14 @@ async def test_events_the_api_could_not_take_are_written_when_it_answers() -> No
     kube.down = False
     await task
     assert kube.events == [("p0", "Reclaimed", "lent quota is back")]
+
+
+async def test_an_event_whose_answer_was_lost_is_not_written_twice() -> None:
+    kube = FakeKube()
+    _, actuator = setup(kube, pods=1)
+    kube.lose_event_answer = True
+    await actuator._event("team/p0", "Admitted", "admitted by quota team")
+    assert kube.events == [("p0", "Admitted", "admitted by quota team")]
 
 
 async def test_a_pending_reason_no_longer_current_is_not_written_late() -> None:
