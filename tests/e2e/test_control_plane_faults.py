@@ -4,11 +4,11 @@ Each test creates a burst of 300 pods (10 quotas under one Cohort; 20 of each qu
 fit) and, once about a third of them exist, breaks something real: kube-apiserver SIGKILLed
 and started again 5 s later, etcd SIGKILLed and started again 5 s later, or every
 connection of the operator (its pod watch included) reset by a TCP proxy between it and
-the API server, which then refuses it for 5 s (longer than the writes retry).
-Afterwards (tests/e2e/burst.py): every pod is admitted exactly once (one Admitted event each, the ones the API could not take while
-it was away included) or waits with a Pending event; at no sample (every 0.3 s, as long
-as the API answers) does a quota's admitted usage exceed its runtime; and the statuses
-equal `quotree simulate` of the same objects.
+the API server, which then refuses it for 5 s (longer than the writes retry). Afterwards
+(tests/e2e/burst.py): every pod is admitted exactly once (one Admitted event each, the ones
+the API could not take while it was away included) or waits with a Pending event; at no
+sample (every 0.3 s, as long as the API answers) does a quota's admitted usage exceed its
+runtime; and the statuses equal `quotree simulate` of the same objects.
 """
 
 from __future__ import annotations
