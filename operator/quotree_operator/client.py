@@ -308,8 +308,12 @@ class Kube:
         uid: str | None,
         reason: str,
         message: str,
+        event_name: str | None = None,
     ) -> None:
-        """A Warning Event on a Cohort or ElasticQuota (a Cohort's go in "default")."""
+        """A Warning Event on a Cohort or ElasticQuota (a Cohort's go in "default").
+
+        `event_name`: as for `pod_event`, the same for every try of one Event.
+        """
         involved = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "name": name}
         if namespace:
             involved["namespace"] = namespace
@@ -317,7 +321,7 @@ class Kube:
         body = bodies.object_event(
             where,
             involved,
-            event_name=f"{name}.{uuid.uuid4().hex[:16]}",
+            event_name=event_name or f"{name}.{uuid.uuid4().hex[:16]}",
             uid=uid,
             reason=reason,
             message=message,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +36,8 @@ STATUS_BACKOFF = 3.0
 # ... but never longer than this: a round that took long because the API server (or its
 # etcd) was down must not delay the statuses it could not write once it is back.
 STATUS_MAX_PAUSE = 5.0
+#: A Warning Event the API did not take: first and longest wait, and for how long it is tried.
+WARNING_RETRY = (0.5, 5.0, 300.0)
 
 
 def _now() -> str:
@@ -49,6 +52,7 @@ class StatusWriter:
         self.inputs = inputs
         self.memory = memory
         self._writes = asyncio.Semaphore(max(4, concurrency // 6))
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
         """Write what changed, coalesced (see STATUS_BACKOFF), while this replica leads."""
@@ -100,7 +104,16 @@ class StatusWriter:
         broken = newly_invalid(self.memory.written.get(key), new)
         self.memory.wrote(key, new, patch)
         if broken is not None:
-            reason, message = broken
+            task = asyncio.ensure_future(self._warn(obj, *broken))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _warn(self, obj: QuotaObject, reason: str, message: str) -> None:
+        """The Warning Event, tried again (with backoff) while the API does not answer."""
+        event_name = f"{obj.name}.{uuid.uuid4().hex[:16]}"  # one name for every try
+        delay = WARNING_RETRY[0]
+        give_up = time.monotonic() + WARNING_RETRY[2]
+        while True:
             try:
                 async with self._writes:
                     await self.kube.quota_object_event(
@@ -110,9 +123,18 @@ class StatusWriter:
                         uid=obj.uid,
                         reason=reason,
                         message=message,
+                        event_name=event_name,
                     )
+                return
             except KubeError as exc:
-                logger.warning("%s", exc)
+                if exc.status == 409:
+                    return  # an earlier try was written, its answer lost
+                unanswered = exc.status in {0, 429} or exc.status >= 500
+                if not unanswered or time.monotonic() + delay > give_up:
+                    logger.warning("%s", exc)
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, WARNING_RETRY[1])
 
 
 def _valid(desired_: Desired | None) -> dict[str, Any]:

@@ -247,11 +247,14 @@ def test_a_configuration_that_breaks_warns_and_keeps_its_admitted_pods(
             30,
             "the cycle in c1's Valid condition",
         )
-        warning = cluster.wait_until(
-            lambda: _warnings("default", "Cohort", c1, "CycleDetected"),
-            30,
-            "a Warning event on Cohort c1",
-        )
+        try:
+            warning = cluster.wait_until(
+                lambda: _warnings("default", "Cohort", c1, "CycleDetected"),
+                30,
+                "a Warning event on Cohort c1",
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{operator.log_tail(40)}") from None
         assert f"{c1} -> " in warning[0]["message"], warning[0]["message"]
         assert len(warning) == 1  # once, not at every status write
         k.apply(k.pod("late", ns, {"cpu": "100m"}))
