@@ -91,6 +91,9 @@ class StatusWriter:
         patch: dict[str, Any] | None,
         annotations: dict[str, str] | None,
     ) -> None:
+        # What was on the object before this write: read now, since while the write is
+        # under way the watch may bring the object back with it (remember_object).
+        before = self.memory.written.get(key)
         try:
             async with self._writes:
                 await self.kube.patch_quota_object(
@@ -101,7 +104,7 @@ class StatusWriter:
                 logger.warning("%s", exc)
                 self.inputs.signals.status_dirty.set()
             return
-        broken = newly_invalid(self.memory.written.get(key), new)
+        broken = newly_invalid(before, new)
         self.memory.wrote(key, new, patch)
         if broken is not None:
             task = asyncio.ensure_future(self._warn(obj, *broken))
