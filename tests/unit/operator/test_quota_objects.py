@@ -3,12 +3,13 @@ Warning Event a broken configuration gets (quotree_operator/status_writer.py).""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
 from quotree_operator.status import desired
-from quotree_operator.status_writer import newly_invalid
+from quotree_operator.status_writer import StatusWriter, newly_invalid
 from tests.unit.objects import cohort, quota
 
 
@@ -48,3 +49,39 @@ def test_a_warning_when_valid_turns_false_once_per_reason() -> None:
     assert newly_invalid(None, cycle) == got  # a new object that is broken from the start
     assert newly_invalid(cycle, cycle) is None  # not again while the reason stays
     assert newly_invalid(cycle, fine) is None  # fixed: no warning
+
+
+class EchoingKube:
+    """Writes statuses; the watch brings each write back before the answer arrives."""
+
+    def __init__(self, inputs: Any) -> None:
+        self.inputs = inputs
+        self.bodies: dict[str, dict[str, Any]] = {}
+        self.warnings: list[tuple[str, str]] = []
+
+    async def patch_quota_object(
+        self, kind: str, namespace: str | None, name: str, status: Any, annotations: Any
+    ) -> None:
+        body = self.bodies[name]
+        if status is not None:
+            body["status"] = dict(status)
+        self.inputs.observe_quota_object(body, deleted=False)
+
+    async def quota_object_event(self, kind: str, namespace: Any, name: str, **event: Any) -> None:
+        self.warnings.append((name, event["reason"]))
+
+
+async def test_the_warning_is_sent_when_the_first_status_written_is_already_broken() -> None:
+    # The object's first status says CycleDetected, and the watch delivers the object with
+    # that status while the write is under way: the warning is still sent.
+    looped = [
+        cohort("c1", parent="c2", min={"cpu": "1"}),
+        cohort("c2", parent="c1", min={"cpu": "1"}),
+    ]
+    controller = inputs_with(*looped)
+    kube = EchoingKube(controller.inputs)
+    kube.bodies = {b["metadata"]["name"]: b for b in looped}
+    writer = StatusWriter(kube, controller.inputs, controller.inputs.memory, 4)  # type: ignore[arg-type]
+    await writer.write_statuses()
+    await asyncio.gather(*list(writer._tasks))
+    assert sorted(kube.warnings) == [("c1", "CycleDetected"), ("c2", "CycleDetected")]
