@@ -310,7 +310,11 @@ def test_two_quotas_with_one_name_both_say_so_and_deleting_one_leaves_the_other(
         # The other stays, becomes valid and active, and admits its pod.
         cluster.wait_until(lambda: valid(ns2).get("status") == "True", 30, "the other valid")
         cluster.wait_until(lambda: len(k.admitted_pods(ns2)) == 1, 30, "its pod admitted")
-        assert k.status("eq", name, ns2)["admittedPods"] == 1
+        cluster.wait_until(
+            lambda: k.status("eq", name, ns2).get("admittedPods") == 1,
+            30,
+            "its status counting the pod (written after the admission)",
+        )
         assert k.admitted_pods(ns1) == []
     finally:
         _cleanup(cluster, ("namespace", ns1), ("namespace", ns2))
