@@ -33,6 +33,7 @@ import yaml
 
 from quotree.engine import Engine
 from quotree.models import parse_node, pod_facts
+from quotree.quantity import parse_quantity
 from tests.e2e import cluster
 from tests.e2e import kube_helpers as k
 
@@ -198,8 +199,10 @@ class Burst:
         return True
 
     def total_cpu(self) -> int:
+        """The cluster's allocatable cpu, in whole cpus (a node may show e.g. "1k")."""
         allocatable = cluster.kubectl_json("get", "nodes")["items"]
-        return sum(int(n["status"]["allocatable"]["cpu"]) for n in allocatable)
+        milli = sum(parse_quantity(n["status"]["allocatable"]["cpu"], "cpu") for n in allocatable)
+        return milli // 1000
 
     def check(self, sampler: Sampler, min_samples: int = 5, *, all_announced: bool = True) -> None:
         """The checks of the module docstring, on the settled burst.

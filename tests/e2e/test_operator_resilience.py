@@ -100,10 +100,19 @@ def _restore_node(cluster: ModuleType, node: dict[str, Any]) -> None:
     body = {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": {}}
     cluster.kubectl("create", "-f", "-", input=json.dumps(body))
     patch = {"status": {k: node["status"][k] for k in ("allocatable", "capacity")}}
-    cluster.kubectl(
-        "patch", "node", metadata["name"], "--subresource=status", "--type=merge",
-        "-p", json.dumps(patch),
-    )  # fmt: skip
+
+    def restored() -> bool:
+        # kwok may give a new node its own default capacity (cpu 1k) after our patch:
+        # patch again until the node shows what it had.
+        cluster.kubectl(
+            "patch", "node", metadata["name"], "--subresource=status", "--type=merge",
+            "-p", json.dumps(patch),
+        )  # fmt: skip
+        time.sleep(1)
+        now = cluster.kubectl_json("get", "node", metadata["name"])["status"]
+        return bool(now.get("allocatable") == node["status"]["allocatable"])
+
+    cluster.wait_until(restored, 60, "the node's capacity restored")
     cluster.wait_until(
         lambda: any(
             c["type"] == "Ready" and c["status"] == "True"
