@@ -5,6 +5,14 @@ capacity label), evictions, labels and Events of one set of decisions, each with
 concurrency budget, so status writes and Events never queue admissions behind them. It
 takes no decision itself: a write the API refuses goes back to the engine as an input
 (the pod waits again, or the eviction is tried again later).
+
+A failed gate removal is not known to have failed: the API server may have applied it and
+died before it answered. So the pod stays counted (in `Inputs.admitting`) until the cluster
+says which it is: the actuator reads it again, with backoff for as long as the API does not
+answer, and a pod still gated then waits again while an ungated one stays admitted (the
+quota is never freed for another pod while this one may run, and never kept for a pod that
+does not). Events the API could not take are written once it answers again (for up to
+EVENT_RETRY_FOR seconds; a Pending reason no longer current is dropped).
 """
 
 from __future__ import annotations
@@ -13,20 +21,29 @@ import asyncio
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 
-from quotree.engine import Decisions, Eviction
+from quotree.engine import Decisions, Eviction, PodState
 from quotree.models import ADMISSION_GATE
 from quotree_operator.client import Kube, KubeError
 from quotree_operator.event_budget import AdmittedEvents
 from quotree_operator.inputs import Inputs
 from quotree_operator.metrics import METRICS
 
-__all__ = ["RETRIES", "Actuator"]
+__all__ = ["EVENT_RETRY_FOR", "READ_BACKOFF", "RETRIES", "RETRY_DELAY", "Actuator"]
 
 logger = logging.getLogger("quotree.operator")
 
 RETRIES = 5
+RETRY_DELAY = 0.2  # first wait before retrying a write (doubled each time)
+READ_BACKOFF = (0.5, 5.0)  # first and longest wait between reads of a pod after a failed write
+EVENT_RETRY_FOR = 300.0  # seconds an Event the API could not take is still tried
+
+
+def _unanswered(exc: KubeError) -> bool:
+    """No answer, or the API server (or its storage) is unavailable: try again later."""
+    return exc.status in {0, 429} or exc.status >= 500
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -58,6 +75,9 @@ class Actuator:
         """Start the API writes for one set of decisions (bounded concurrency, not awaited)."""
         labels = dict(decisions.labels)
         for key, message in decisions.admitted:
+            # At once, not in the task: a gated view of the pod arriving before the write
+            # must not undo the admission (inputs.py).
+            self.inputs.admitting.add(key)
             self._spawn(
                 self._admit(key, labels.pop(key, None), message, decisions.flavors.get(key))
             )
@@ -70,7 +90,7 @@ class Actuator:
 
     async def _retrying(self, what: str, call: Callable[[], Awaitable[None]]) -> bool:
         """Run `call` until it succeeds; False when the pod is gone; raises after RETRIES."""
-        delay = 0.2
+        delay = RETRY_DELAY
         for attempt in range(RETRIES):
             try:
                 async with self._writes:
@@ -94,12 +114,19 @@ class Actuator:
         flavor: tuple[str, dict[str, str]] | None = None,
     ) -> None:
         namespace, name = _split(key)
+        self.inputs.admitting.add(key)
+        attempted = False
         for _ in range(3):
             handle = self.inputs.pods.get(key)
             if handle is None:
+                self.inputs.admitting.discard(key)
                 return
             if ADMISSION_GATE not in handle.gates:
-                break  # the gate is gone already (restart, or removed by hand)
+                # Gone already: removed by hand, or by our own write whose answer was lost
+                # (its retry then failed its test op with 422).
+                if attempted:
+                    await self._admitted(key, message)
+                break
             admit = functools.partial(
                 self.kube.admit,
                 namespace,
@@ -110,39 +137,49 @@ class Actuator:
                 flavor=flavor,
                 has_node_selector=handle.has_node_selector,
             )
+            attempted = True
             try:
                 done = await self._retrying(f"admit {key}", admit)
             except KubeError as exc:
                 if exc.status != 422:
-                    logger.error("%s; the pod goes back to pending", exc)
-                    await self._requeue(key)
+                    logger.warning("%s; reading the pod to learn whether it was admitted", exc)
+                    await self._settle(key, message)
                     return
                 # Our view of the gates was stale: read the pod and try again.
-                try:
-                    body = await self.kube.read_pod(namespace, name)
-                except KubeError:
+                if not await self._read_again(key, after_failure=False):
+                    await self._settle(key, message)
                     return
-                self.inputs.observe_pod(body, deleted=False)
                 continue
             if not done:
+                self.inputs.forget_pod(key)  # 404: the pod is gone
                 return
+            # Still in `admitting` until the watch shows the gate gone (inputs.py).
             self.inputs.signals.admissions += 1
             handle.gates = tuple(g for g in handle.gates if g != ADMISSION_GATE)
             handle.has_labels = handle.has_labels or capacity is not None or flavor is not None
             handle.has_node_selector = handle.has_node_selector or bool(flavor and flavor[1])
-            record = self.inputs.engine.pods.get(key)
-            if record is not None:
-                METRICS.admitted(record.quota, record.facts.created)
-            quota = record.quota if record is not None else None
-            if quota is None or self.admitted_events.take(quota, time.monotonic()):
-                await self._event(key, "Admitted", message)
-            elif self._summaries is None or self._summaries.done():
-                self._summaries = asyncio.ensure_future(self._write_summaries())
-                self._tasks.add(self._summaries)
-                self._summaries.add_done_callback(self._tasks.discard)
+            await self._admitted(key, message)
+            return
+        handle = self.inputs.pods.get(key)
+        if handle is not None and ADMISSION_GATE in handle.gates:
+            logger.warning("admit %s: its gates keep changing; the pod goes back to pending", key)
+            self.inputs.release(key)
             return
         if capacity is not None:
             await self._label(key, capacity)
+
+    async def _admitted(self, key: str, message: str) -> None:
+        """The pod's gate is gone: count it, and tell it (within the event budget)."""
+        record = self.inputs.engine.pods.get(key)
+        if record is not None:
+            METRICS.admitted(record.quota, record.facts.created)
+        quota = record.quota if record is not None else None
+        if quota is None or self.admitted_events.take(quota, time.monotonic()):
+            await self._event(key, "Admitted", message)
+        elif self._summaries is None or self._summaries.done():
+            self._summaries = asyncio.ensure_future(self._write_summaries())
+            self._tasks.add(self._summaries)
+            self._summaries.add_done_callback(self._tasks.discard)
 
     async def _write_summaries(self) -> None:
         """Every interval while admissions go without their own event: one event per quota
@@ -155,7 +192,7 @@ class Actuator:
             if not counts:
                 return
             for quota, count in counts:
-                config = self.inputs.engine.tree.config(quota)
+                config = self.inputs.engine.tree_of(quota).config(quota)
                 if config is None or not config.namespace:
                     continue
                 try:
@@ -169,15 +206,50 @@ class Actuator:
                 except KubeError as exc:
                     logger.info("%s", exc)
 
-    async def _requeue(self, key: str) -> None:
-        """The gate could not be removed: forget the admission and let the pod wait again."""
+    async def _read_again(self, key: str, *, after_failure: bool) -> bool:
+        """Read the pod and feed it in; False when the API did not answer (404: forgotten).
+
+        `after_failure`: no write of ours is under way any more, so a gate the read shows
+        means pending (`Inputs.release`). An ungated read keeps the pod in `admitting`
+        until the watch, which may still deliver older gated views, shows it too.
+        """
         namespace, name = _split(key)
         try:
-            body = await self.kube.read_pod(namespace, name)
-        except KubeError:
-            return
-        self.inputs.engine.forget_pod(key)
-        self.inputs.observe_pod(body, deleted=False)
+            async with self._writes:
+                body = await self.kube.read_pod(namespace, name)
+        except KubeError as exc:
+            if exc.status == 404:
+                self.inputs.forget_pod(key)
+                return True
+            logger.info("%s", exc)
+            return False
+        self.inputs.observe_pod(body, deleted=False, read=True)
+        handle = self.inputs.pods.get(key)
+        if after_failure and handle is not None and ADMISSION_GATE in handle.gates:
+            self.inputs.release(key)
+        return True
+
+    async def _settle(self, key: str, message: str) -> None:
+        """A gate removal failed: read the pod until the API answers (module docstring).
+
+        Gated: the admission is forgotten and the pod waits again. Ungated (the write was
+        applied before the answer was lost): it stays admitted and gets its Admitted event.
+        """
+        delay = READ_BACKOFF[0]
+        while key in self.inputs.admitting and key in self.inputs.pods:
+            if await self._read_again(key, after_failure=True):
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, READ_BACKOFF[1])
+        handle = self.inputs.pods.get(key)
+        record = self.inputs.engine.pods.get(key)
+        if (
+            handle is not None
+            and ADMISSION_GATE not in handle.gates
+            and record is not None
+            and record.state is PodState.ADMITTED
+        ):
+            await self._admitted(key, message)
 
     async def _evict(self, eviction: Eviction) -> None:
         namespace, name = _split(eviction.pod)
@@ -206,17 +278,38 @@ class Actuator:
             logger.warning("%s", exc)
 
     async def _event(self, key: str, reason: str, message: str, warning: bool = False) -> None:
+        """An Event on the pod; kept and tried again while the API does not answer."""
         namespace, name = _split(key)
         handle = self.inputs.pods.get(key)
-        try:
-            async with self._events:
-                await self.kube.pod_event(
-                    namespace,
-                    name,
-                    uid=handle.uid if handle else None,
-                    reason=reason,
-                    message=message,
-                    warning=warning,
-                )
-        except KubeError as exc:
-            logger.info("%s", exc)
+        uid = handle.uid if handle else None
+        event_name = f"{name}.{uuid.uuid4().hex[:16]}"  # one name for every try
+        give_up = time.monotonic() + EVENT_RETRY_FOR
+        delay = READ_BACKOFF[0]
+        while True:
+            try:
+                async with self._events:
+                    await self.kube.pod_event(
+                        namespace,
+                        name,
+                        uid=uid,
+                        reason=reason,
+                        message=message,
+                        warning=warning,
+                        event_name=event_name,
+                    )
+                return
+            except KubeError as exc:
+                if exc.status == 409:
+                    return  # an earlier try was written, its answer lost
+                if not _unanswered(exc) or time.monotonic() + delay > give_up:
+                    logger.info("%s", exc)
+                    return
+                logger.debug("%s; trying again in %.1fs", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, READ_BACKOFF[1])
+            if reason == "Pending" and not self._still_pending(key, message):
+                return  # a newer reason (or the admission) says more than this one
+
+    def _still_pending(self, key: str, message: str) -> bool:
+        record = self.inputs.engine.pods.get(key)
+        return record is not None and record.state is PodState.PENDING and record.reason == message

@@ -14,7 +14,7 @@ from typing import Any
 
 from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, FLAVOR_LABEL, GROUP, VERSION
 
-__all__ = ["COMPONENT", "admission_patch", "eviction", "pod_event"]
+__all__ = ["COMPONENT", "admission_patch", "eviction", "object_event", "pod_event"]
 
 COMPONENT = "quotree-operator"
 #: The API server keeps an Event's message to this many characters.
@@ -88,18 +88,38 @@ def pod_event(
     now: datetime,
 ) -> dict[str, Any]:
     """A core/v1 Event on the pod (kubectl describe pod shows it)."""
+    involved = {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name}
+    return object_event(
+        namespace,
+        involved,
+        event_name=event_name,
+        uid=uid,
+        reason=reason,
+        message=message,
+        warning=warning,
+        now=now,
+    )
+
+
+def object_event(
+    namespace: str,
+    involved: dict[str, str],
+    *,
+    event_name: str,
+    uid: str | None,
+    reason: str,
+    message: str,
+    warning: bool,
+    now: datetime,
+) -> dict[str, Any]:
+    """A core/v1 Event in `namespace` on the object `involved` (apiVersion, kind, name and,
+    for a namespaced object, namespace); a cluster-scoped object's go in "default"."""
     stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": event_name, "namespace": namespace},
-        "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": namespace,
-            "name": name,
-            **({"uid": uid} if uid else {}),
-        },
+        "involvedObject": {**involved, **({"uid": uid} if uid else {})},
         "reason": reason,
         "message": message[:EVENT_MESSAGE_LIMIT],
         "type": "Warning" if warning else "Normal",

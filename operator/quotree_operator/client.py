@@ -301,12 +301,17 @@ class Kube:
         reason: str,
         message: str,
         warning: bool = False,
+        event_name: str | None = None,
     ) -> None:
-        """A core/v1 Event on the pod (kubectl describe pod shows it)."""
+        """A core/v1 Event on the pod (kubectl describe pod shows it).
+
+        `event_name`: the same name for every try of one Event, so a try whose answer was
+        lost and that is made again meets 409 AlreadyExists instead of a second Event.
+        """
         body = bodies.pod_event(
             namespace,
             name,
-            event_name=f"{name}.{uuid.uuid4().hex[:16]}",
+            event_name=event_name or f"{name}.{uuid.uuid4().hex[:16]}",
             uid=uid,
             reason=reason,
             message=message,
@@ -334,6 +339,40 @@ class Kube:
         )
 
     # ------------------------------------------------------------ quota objects
+
+    async def quota_object_event(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None,
+        reason: str,
+        message: str,
+        event_name: str | None = None,
+    ) -> None:
+        """A Warning Event on a Cohort or ElasticQuota (a Cohort's go in "default").
+
+        `event_name`: as for `pod_event`, the same for every try of one Event.
+        """
+        involved = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "name": name}
+        if namespace:
+            involved["namespace"] = namespace
+        where = namespace or "default"
+        body = bodies.object_event(
+            where,
+            involved,
+            event_name=event_name or f"{name}.{uuid.uuid4().hex[:16]}",
+            uid=uid,
+            reason=reason,
+            message=message,
+            warning=True,
+            now=datetime.now(UTC),
+        )
+        await self._discard(
+            f"{kind} {name}: event {reason}",
+            self.core.create_namespaced_event(where, body, _preload_content=False),
+        )
 
     async def patch_quota_object(
         self,

@@ -6,6 +6,15 @@ operator's own pod watch (podwatch.py) and the start-up listing (`load`). It als
 what the other parts need to write back: each pod's gates and uid (actuator.py), each
 quota object's kind and namespace and whether its spec could be read (status_writer.py).
 Every change raises `Signals.changed()`; no API write starts here.
+
+The cluster, not the engine's memory, is the truth about admission: a pod shown with the
+admission gate is pending, one shown without it is admitted. The one exception is a pod
+whose gate removal the actuator has asked for and the cluster does not show yet
+(`Inputs.admitting`): a gated view of it may be older than the write, so the engine's
+admission stands until the watch shows the gate gone, the pod is gone, or a read after a
+failed write shows the gate still there (actuator.py). Every other pod the engine counts
+as admitted while the cluster shows it gated goes back to pending at once
+(`Inputs.observe_pod`, on every watch event and on every list).
 """
 
 from __future__ import annotations
@@ -17,12 +26,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quotree.capacity import node_allocatable
-from quotree.engine import Engine
-from quotree.models import ConfigError, parse_flavor, parse_node, pod_facts
+from quotree.engine import Engine, PodState
+from quotree.models import (
+    ADMISSION_GATE,
+    ConfigError,
+    PodFacts,
+    parse_flavor,
+    parse_node,
+    pod_facts,
+)
 from quotree_operator.client import Kube
 from quotree_operator.status import StatusMemory
 
-__all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals"]
+__all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals", "object_key"]
 
 logger = logging.getLogger("quotree.operator")
 
@@ -61,10 +77,21 @@ class PodHandle:
 
 @dataclass(frozen=True, slots=True)
 class QuotaObject:
-    """Where a Cohort's or ElasticQuota's status is written."""
+    """Where a Cohort's or ElasticQuota's status is written (and its Events point)."""
 
     kind: str
     namespace: str | None
+    name: str = ""
+    uid: str | None = None
+
+    @property
+    def key(self) -> str:
+        """One object, even when another of another kind or namespace has its name."""
+        return object_key(self.kind, self.namespace, self.name)
+
+
+def object_key(kind: str, namespace: str | None, name: str) -> str:
+    return f"{kind}/{namespace or ''}/{name}"
 
 
 def pod_key(body: Mapping[str, Any]) -> str:
@@ -80,7 +107,14 @@ class Inputs:
         self.memory = memory
         self.signals = signals
         self.pods: dict[str, PodHandle] = {}  # pod key -> handle, for pods not finished
-        self.quota_objects: dict[str, QuotaObject] = {}  # tree node name -> object
+        #: Pods whose gate removal was asked for (actuator.py) and not yet seen done: see
+        #: the module docstring. Added when the engine's admission is handed to the
+        #: actuator; removed when the cluster shows the pod ungated or gone, or when a read
+        #: after a failed write shows it still gated.
+        self.admitting: set[str] = set()
+        #: QuotaObject.key -> object: two objects that share a name (the webhook was
+        #: bypassed) are both here, and both get their status written.
+        self.quota_objects: dict[str, QuotaObject] = {}
         self.bad_specs: dict[str, str] = {}  # tree node name -> why its spec cannot be read
 
     def observe_cluster_node(self, body: Mapping[str, Any], deleted: bool) -> None:
@@ -119,14 +153,15 @@ class Inputs:
         metadata = body["metadata"]
         name = metadata["name"]
         identity = {"kind": body["kind"], "namespace": metadata.get("namespace")}
+        obj = QuotaObject(body["kind"], metadata.get("namespace"), name, metadata.get("uid"))
         if deleted:
             self.engine.remove_config(name, **identity)
-            self.quota_objects.pop(name, None)
+            self.quota_objects.pop(obj.key, None)
             self.bad_specs.pop(name, None)
-            self.memory.forget(name)
+            self.memory.forget(obj.key)
         else:
-            self.quota_objects[name] = QuotaObject(body["kind"], metadata.get("namespace"))
-            self.memory.remember_object(name, body)
+            self.quota_objects[obj.key] = obj
+            self.memory.remember_object(obj.key, body)
             try:
                 config = parse_node(body)
             except ConfigError as exc:
@@ -143,12 +178,16 @@ class Inputs:
         self.signals.config_changes += 1
         self.signals.changed()
 
-    def observe_pod(self, body: Mapping[str, Any], deleted: bool) -> None:
-        """A Pod was added, changed or deleted (from the pod watch or a re-read)."""
+    def observe_pod(self, body: Mapping[str, Any], deleted: bool, *, read: bool = False) -> None:
+        """A Pod was added, changed or deleted (from the pod watch or list, or a `read`).
+
+        The watch and lists show a pod's versions in order; a read (actuator.py) may be
+        newer than what the watch shows next, so only the watch or a list confirms that
+        a gate removal is done.
+        """
         key = pod_key(body)
         if deleted:
-            self.engine.forget_pod(key)
-            self.pods.pop(key, None)
+            self.forget_pod(key)
         else:
             try:
                 facts = pod_facts(body)
@@ -160,6 +199,7 @@ class Inputs:
             gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
             if facts.terminal:
                 self.pods.pop(key, None)
+                self.admitting.discard(key)
             else:
                 self.pods[key] = PodHandle(
                     metadata.get("uid"),
@@ -167,15 +207,48 @@ class Inputs:
                     metadata.get("labels") is not None,
                     spec.get("nodeSelector") is not None,
                 )
+                if ADMISSION_GATE not in gates and not read:
+                    self.admitting.discard(key)  # the gate removal is done
             self.engine.observe_pod(facts)
+            self._match_gate(facts)
         self.signals.changed()
+
+    def _match_gate(self, facts: PodFacts) -> None:
+        """A gated pod is pending: undo an admission the cluster does not show (module doc)."""
+        record = self.engine.pods.get(facts.key)
+        if (
+            record is None
+            or record.state is not PodState.ADMITTED
+            or not facts.gated
+            or facts.key in self.admitting
+        ):
+            return
+        logger.info(
+            "pod %s: counted as admitted but still gated in the cluster; it waits again",
+            facts.key,
+        )
+        self.engine.forget_pod(facts.key)
+        self.engine.observe_pod(facts)
+
+    def release(self, key: str) -> None:
+        """No gate removal of ours is under way for the pod any more: its last view decides."""
+        self.admitting.discard(key)
+        record = self.engine.pods.get(key)
+        if record is not None:
+            self._match_gate(record.facts)
+            self.signals.changed()
+
+    def forget_pod(self, key: str) -> None:
+        """The pod is gone (deleted, or a read found no such pod)."""
+        self.engine.forget_pod(key)
+        self.pods.pop(key, None)
+        self.admitting.discard(key)
 
     def relist_pods(self, bodies: list[dict[str, Any]]) -> None:
         """The pod watch had to list again (410 Gone): forget pods that went meanwhile."""
         listed = {pod_key(body) for body in bodies}
         for key in [key for key in self.engine.pods if key not in listed]:
-            self.engine.forget_pod(key)
-            self.pods.pop(key, None)
+            self.forget_pod(key)
         for body in bodies:
             self.observe_pod(body, deleted=False)
         logger.info("pod watch: listed %d pods again", len(bodies))

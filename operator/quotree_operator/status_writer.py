@@ -3,8 +3,12 @@
 One coalescing writer: woken by `Signals.status_dirty`, it compares each quota object's
 desired status (status.py, pure) with what it last wrote (`StatusMemory`) and patches only
 the difference. Writes are spaced by at least STATUS_INTERVAL and by STATUS_BACKOFF times
-as long as the last round took, so under a burst of pod events the statuses cost a bounded
-share of the API server, and admissions keep the rest.
+as long as the last round took (at most STATUS_MAX_PAUSE), so under a burst of pod events
+the statuses cost a bounded share of the API server, and admissions keep the rest. A write
+that fails is not remembered as written: the next round writes it again, so whatever could
+not be written while the API server was away is written once it answers. When an object's
+Valid condition turns False (a cycle, a duplicate name, ...), a Warning Event on the object
+says so too, once per reason.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +24,13 @@ from quotree_operator.client import Kube, KubeError
 from quotree_operator.inputs import Inputs, QuotaObject
 from quotree_operator.status import Desired, StatusMemory, desired
 
-__all__ = ["STATUS_BACKOFF", "STATUS_BUSY_INTERVAL", "STATUS_INTERVAL", "StatusWriter"]
+__all__ = [
+    "STATUS_BACKOFF",
+    "STATUS_BUSY_INTERVAL",
+    "STATUS_INTERVAL",
+    "STATUS_MAX_PAUSE",
+    "StatusWriter",
+]
 
 logger = logging.getLogger("quotree.operator")
 
@@ -28,10 +39,15 @@ STATUS_INTERVAL = 0.5  # status writes are coalesced over at least this long
 # every quota's status changes all the time, and rewriting all of them every 0.5 s would
 # take most of the API server from the admissions (the writer keeps to ~1/(1+3) of the time).
 STATUS_BACKOFF = 3.0
+# ... but never longer than this: a round that took long because the API server (or its
+# etcd) was down must not delay the statuses it could not write once it is back.
+STATUS_MAX_PAUSE = 5.0
 # While pods are being admitted, at least this long: a status round rewrites every quota
 # whose numbers moved (all of them in a burst), which took as many API writes as the
 # admissions themselves; the numbers are current again within this long (issue 12).
 STATUS_BUSY_INTERVAL = 2.0
+#: A Warning Event the API did not take: first and longest wait, and for how long it is tried.
+WARNING_RETRY = (0.5, 5.0, 300.0)
 
 
 def _now() -> str:
@@ -46,6 +62,7 @@ class StatusWriter:
         self.inputs = inputs
         self.memory = memory
         self._writes = asyncio.Semaphore(max(4, concurrency // 6))
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
         """Write what changed, coalesced (see STATUS_BACKOFF), while this replica leads."""
@@ -64,37 +81,92 @@ class StatusWriter:
             busy = signals.admissions != admissions
             admissions = signals.admissions
             interval = STATUS_BUSY_INTERVAL if busy else STATUS_INTERVAL
-            await asyncio.sleep(max(interval, spent * STATUS_BACKOFF))
+            await asyncio.sleep(min(max(interval, spent * STATUS_BACKOFF), STATUS_MAX_PAUSE))
 
     async def write_statuses(self) -> None:
         now = _now()
         writes = []
-        for name, obj in list(self.inputs.quota_objects.items()):
+        for key, obj in list(self.inputs.quota_objects.items()):
+            name = obj.name
             is_quota = obj.kind == "ElasticQuota"
             new = desired(self.inputs.engine, name, is_quota, self.inputs.bad_specs.get(name))
-            patch, annotations = self.memory.changes(name, new, now)
+            patch, annotations = self.memory.changes(key, new, now)
             if patch is None and annotations is None:
                 continue
-            writes.append(self._write(name, obj, new, patch, annotations))
+            writes.append(self._write(key, obj, new, patch, annotations))
         if writes:
             await asyncio.gather(*writes)
 
     async def _write(
         self,
-        name: str,
+        key: str,
         obj: QuotaObject,
         new: Desired,
         patch: dict[str, Any] | None,
         annotations: dict[str, str] | None,
     ) -> None:
+        # What was on the object before this write: read now, since while the write is
+        # under way the watch may bring the object back with it (remember_object).
+        before = self.memory.written.get(key)
         try:
             async with self._writes:
                 await self.kube.patch_quota_object(
-                    obj.kind, obj.namespace, name, patch, annotations
+                    obj.kind, obj.namespace, obj.name, patch, annotations
                 )
         except KubeError as exc:
             if exc.status != 404:
                 logger.warning("%s", exc)
                 self.inputs.signals.status_dirty.set()
             return
-        self.memory.wrote(name, new, patch)
+        broken = newly_invalid(before, new)
+        self.memory.wrote(key, new, patch)
+        if broken is not None:
+            task = asyncio.ensure_future(self._warn(obj, *broken))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _warn(self, obj: QuotaObject, reason: str, message: str) -> None:
+        """The Warning Event, tried again (with backoff) while the API does not answer."""
+        event_name = f"{obj.name}.{uuid.uuid4().hex[:16]}"  # one name for every try
+        delay = WARNING_RETRY[0]
+        give_up = time.monotonic() + WARNING_RETRY[2]
+        while True:
+            try:
+                async with self._writes:
+                    await self.kube.quota_object_event(
+                        obj.kind,
+                        obj.namespace,
+                        obj.name,
+                        uid=obj.uid,
+                        reason=reason,
+                        message=message,
+                        event_name=event_name,
+                    )
+                return
+            except KubeError as exc:
+                if exc.status == 409:
+                    return  # an earlier try was written, its answer lost
+                unanswered = exc.status in {0, 429} or exc.status >= 500
+                if not unanswered or time.monotonic() + delay > give_up:
+                    logger.warning("%s", exc)
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, WARNING_RETRY[1])
+
+
+def _valid(desired_: Desired | None) -> dict[str, Any]:
+    for condition in (desired_.status.get("conditions") or []) if desired_ else []:
+        if condition.get("type") == "Valid":
+            return dict(condition)
+    return {}
+
+
+def newly_invalid(old: Desired | None, new: Desired) -> tuple[str, str] | None:
+    """(reason, message) when `new`'s Valid condition turns False, or False for another
+    reason, compared with `old` (what was last written); else None."""
+    now, before = _valid(new), _valid(old)
+    if now.get("status") != "False":
+        return None
+    if before.get("status") == "False" and before.get("reason") == now.get("reason"):
+        return None
+    return str(now.get("reason") or "Invalid"), str(now.get("message") or "")

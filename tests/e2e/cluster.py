@@ -17,7 +17,10 @@ API (keep it small, other tests import it):
 - ``kubectl_json(*args)``: same, with ``-o json``, parsed;
 - ``ca_bundle()``: the CA as base64 for a webhook ``caBundle``;
 - ``wait_until(predicate, timeout, what)``: poll until the predicate returns a truthy value;
-- ``log_tails(lines)``: the last lines of every component's log, for failure reports.
+- ``log_tails(lines)``: the last lines of every component's log, for failure reports;
+- ``kill_component(name)``: SIGKILL one component (as a crash would), returning its command
+  line; ``start_component(name, argv)`` starts it again the way hack/cluster.sh does (own
+  session, same log, pid file), so ``cluster_down()`` stops it as usual.
 
 Every path and port follows the same environment overrides as hack/lib.sh
 (``QUOTREE_CACHE``, ``QUOTREE_RUN``, ``QUOTREE_APISERVER_PORT``, ``QUOTREE_NODES``, ...).
@@ -28,6 +31,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -232,3 +236,38 @@ def log_tails(lines: int = 40, width: int = 400) -> str:
         tail = [line if len(line) <= width else line[:width] + " …" for line in tail]
         blocks.append(f"===== {path} (last {len(tail)} lines) =====\n" + "\n".join(tail))
     return "\n".join(blocks)
+
+
+def kill_component(name: str) -> list[str]:
+    """SIGKILL the running component `name` (from its pid file); returns its command line."""
+    pid = int((PID_DIR / f"{name}.pid").read_text())
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        try:  # not our child (hack/cluster.sh started it): init reaps it
+            if Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z"):
+                break
+        except OSError:
+            break
+        time.sleep(0.05)
+    return [arg.decode() for arg in argv]
+
+
+def start_component(name: str, argv: list[str]) -> int:
+    """Start a component again with `argv` (see `kill_component`); returns its pid."""
+    with (LOG_DIR / f"{name}.log").open("ab") as log:
+        proc = subprocess.Popen(  # its own session: it outlives the test, as cluster.sh's do
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    (PID_DIR / f"{name}.pid").write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def api_ready() -> bool:
+    """The API server answers /readyz (so etcd answers it too)."""
+    return kubectl("get", "--raw", "/readyz", check=False, timeout=10).returncode == 0

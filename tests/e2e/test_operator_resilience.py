@@ -1,29 +1,22 @@
 """The operator under stress: capacity changes, a broken configuration, a SIGKILL mid-burst.
 
 Each test starts its own operator process (short reclaim delay) and checks the cluster
-through kubectl only; the restart test compares the end state with `quotree simulate`.
+through kubectl only; the restart test compares the end state with `quotree simulate`
+(tests/e2e/burst.py).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-import yaml
 
-from quotree.engine import Engine
-from quotree.models import parse_node, pod_facts
 from tests.e2e import kube_helpers as k
+from tests.e2e.burst import Burst, Sampler
 from tests.e2e.operator_proc import OperatorProcess, start_operator
 
 ENV = {"QUOTREE_RECLAIM_DELAY": "3", "QUOTREE_WEBHOOKS": "0"}
@@ -107,10 +100,19 @@ def _restore_node(cluster: ModuleType, node: dict[str, Any]) -> None:
     body = {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": {}}
     cluster.kubectl("create", "-f", "-", input=json.dumps(body))
     patch = {"status": {k: node["status"][k] for k in ("allocatable", "capacity")}}
-    cluster.kubectl(
-        "patch", "node", metadata["name"], "--subresource=status", "--type=merge",
-        "-p", json.dumps(patch),
-    )  # fmt: skip
+
+    def restored() -> bool:
+        # kwok may give a new node its own default capacity (cpu 1k) after our patch:
+        # patch again until the node shows what it had.
+        cluster.kubectl(
+            "patch", "node", metadata["name"], "--subresource=status", "--type=merge",
+            "-p", json.dumps(patch),
+        )  # fmt: skip
+        time.sleep(1)
+        now = cluster.kubectl_json("get", "node", metadata["name"])["status"]
+        return bool(now.get("allocatable") == node["status"]["allocatable"])
+
+    cluster.wait_until(restored, 60, "the node's capacity restored")
     cluster.wait_until(
         lambda: any(
             c["type"] == "Ready" and c["status"] == "True"
@@ -195,152 +197,133 @@ def test_broken_configuration_stops_only_its_subtree(
         )
 
 
-QUOTAS = 20
-PODS = 1000
-POD_CPU = "100m"
-
-
-def _simulate(docs: list[dict[str, Any]], capacity_cpu: str) -> dict[str, Any]:
-    node = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "all"},
-        "status": {"allocatable": {"cpu": capacity_cpu}},
-    }
-    path = Path(k.cluster.RUN_DIR) / "restart-simulate.yaml"
-    path.write_text(yaml.safe_dump_all([node, *docs]))
-    out = subprocess.run(
-        [str(Path(sys.executable).with_name("quotree")), "simulate", str(path), "-o", "json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(out.stdout)
-    return result
-
-
-def _over_runtime(
-    configs: list[dict[str, Any]], snapshot: list[tuple[str, str, bool]], ns: str, total_cpu: int
-) -> dict[str, tuple[int, int]]:
-    """Quotas whose admitted cpu is above the runtime the engine gives this snapshot."""
-    engine = Engine()
-    engine.set_cluster_node("all", {"cpu": total_cpu * 1000})
-    for doc in configs:
-        engine.set_config(parse_node(doc))
-    for name, quota_name, gated in snapshot:
-        body = k.pod(name, ns, {"cpu": POD_CPU}, labels={"quotree.io/quota-name": quota_name})
-        if not gated:
-            body["spec"]["schedulingGates"] = []
-        engine.observe_pod(pod_facts(body))
-    engine.tree.settle()
-    out = {}
-    for doc in configs:
-        if doc["kind"] != "ElasticQuota":
-            continue
-        report = engine.report(doc["metadata"]["name"])
-        if report.used.get("cpu", 0) > report.runtime.get("cpu", 0):
-            out[doc["metadata"]["name"]] = (report.used["cpu"], report.runtime["cpu"])
-    return out
-
-
 def test_sigkill_mid_burst_then_restart_admits_exactly_what_fits(cluster: ModuleType) -> None:
-    s = k.suffix()
-    ns, top = f"burst-{s}", f"burst-{s}"
-    quotas = [
-        k.quota(f"q{i:02d}-{s}", ns, parent=top, min={"cpu": "1"}, max={"cpu": "3"})
-        for i in range(QUOTAS)
-    ]
-    setup = [k.namespace(ns), k.cohort(top, min={"cpu": "20"}, max={"cpu": "60"}), *quotas]
-    pods = [
-        k.pod(
-            f"p{i:04d}",
-            ns,
-            {"cpu": POD_CPU},
-            labels={"quotree.io/quota-name": f"q{i % QUOTAS:02d}-{s}"},
-        )
-        for i in range(PODS)
-    ]
-    per_quota_fit = 30  # max 3 cpu / 100m
+    # 20 quotas of max 3 cpu under one Cohort, 50 pods of 100m each: 30 fit, 20 wait.
+    burst = Burst("burst", quotas=20, pods_per_quota=50, per_quota_max_cpu=3)
     first = start_operator(ENV, log_name="operator-restart-1")
     second: OperatorProcess | None = None
-    # Each sample is one consistent list of the pods: (name, quota, gated) of the live ones.
-    samples: list[list[tuple[str, str, bool]]] = []
-    stop_sampling = threading.Event()
-
-    def sample() -> None:
-        while not stop_sampling.is_set():
-            try:
-                items = k.pods(ns)
-            except Exception:  # a failed sample is just skipped
-                continue
-            samples.append(
-                [
-                    (
-                        p["metadata"]["name"],
-                        p["metadata"]["labels"]["quotree.io/quota-name"],
-                        k.gated(p),
-                    )
-                    for p in items
-                    if k.live(p)
-                ]
-            )
-            time.sleep(0.3)
-
+    sampler = Sampler(burst.ns)
     try:
-        k.apply(*setup)
-        sampler = threading.Thread(target=sample, daemon=True)
+        burst.create_objects()
         sampler.start()
-        chunks = [pods[i : i + 50] for i in range(0, PODS, 50)]
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            futures = [pool.submit(k.create, *chunk) for chunk in chunks]
-            # Kill the operator once about a third of the pods exist.
-            cluster.wait_until(
-                lambda: sum(f.done() for f in futures) >= 6, 120, "a third of the burst"
-            )
-            first.kill()
-            for future in futures:
-                future.result()
+        # Kill the operator once about a third of the pods exist.
+        burst.create_pods(after_chunks=6, then=first.kill)
         second = start_operator(ENV, log_name="operator-restart-2")
-
-        def settled() -> bool:
-            counts = [k.status("eq", q["metadata"]["name"], ns) for q in quotas]
-            return all(
-                c.get("admittedPods") == per_quota_fit
-                and c.get("pendingPods") == PODS // QUOTAS - per_quota_fit
-                for c in counts
-            )
-
-        cluster.wait_until(settled, 180, "every quota admitted exactly what fits")
-        stop_sampling.set()
-        sampler.join(timeout=10)
-        # At no sampled moment is any quota's admitted usage above its runtime. A sample is
-        # one consistent list, and during a burst runtimes only grow (requests only grow and
-        # the Cohort's max fits in the cluster), so whatever the operator admitted on an
-        # older view still fits: the allowance for pods in flight is 0 here.
-        allocatable = cluster.kubectl_json("get", "nodes")["items"]
-        total_cpu = sum(int(n["status"]["allocatable"]["cpu"]) for n in allocatable)
-        assert len(samples) >= 5, f"only {len(samples)} samples"
-        for index, snapshot in enumerate(samples):
-            over = _over_runtime(setup[1:], snapshot, ns, total_cpu)
-            assert not over, f"sample {index} of {len(samples)}: {over}"
-        # Never admitted twice: at most one Admitted event per pod.
-        admitted_events = Counter(e["involvedObject"]["name"] for e in k.events(ns, "Admitted"))
-        assert max(admitted_events.values()) == 1
-        # The end state matches the offline simulator fed the same objects.
-        expected = _simulate([*setup[1:], *pods], str(total_cpu))
-        for name in [q["metadata"]["name"] for q in quotas] + [top]:
-            st = k.status("eq" if name != top else "coh", name, None if name == top else ns)
-            sim = expected["nodes"][name]
-            for field in ("runtime", "used", "request", "admittedPods", "pendingPods"):
-                assert st.get(field, 0) == sim[field], (name, field, st.get(field), sim[field])
-        sim_admitted = sum(1 for p in expected["pods"].values() if p["state"] == "admitted")
-        assert len(k.admitted_pods(ns)) == sim_admitted == QUOTAS * per_quota_fit
+        cluster.wait_until(burst.settled, 180, "every quota admitted exactly what fits")
+        sampler.stop()
+        # The first operator's unwritten Admitted events died with it.
+        burst.check(sampler, all_announced=False)
         assert first.proc.returncode == -9
     finally:
-        stop_sampling.set()
+        sampler.stop()
         first.kill()
         if second is not None:
             alive = second.alive
             second.stop()
             assert alive, second.log_tail()
-        _cleanup(cluster, ("namespace", ns), ("cohort", top))
+        burst.cleanup()
+
+
+def _warnings(ns: str, kind: str, name: str, reason: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in k.events(ns, reason)
+        if e.get("type") == "Warning"
+        and e["involvedObject"].get("kind") == kind
+        and e["involvedObject"].get("name") == name
+    ]
+
+
+def test_a_configuration_that_breaks_warns_and_keeps_its_admitted_pods(
+    cluster: ModuleType, operator: OperatorProcess
+) -> None:
+    s = k.suffix()
+    ns, c1, c2 = f"brk-{s}", f"brk1-{s}", f"brk2-{s}"
+    try:
+        k.apply(
+            k.namespace(ns),
+            k.cohort(c1, min={"cpu": "2"}),
+            k.quota(f"team-{s}", ns, parent=c1, min={"cpu": "1"}),
+            k.pod("early-1", ns, {"cpu": "100m"}),
+            k.pod("early-2", ns, {"cpu": "100m"}),
+        )
+        cluster.wait_until(lambda: len(k.admitted_pods(ns)) == 2, 60, "2 pods admitted")
+        # The configuration breaks (no webhook to stop it): c1 and c2 make a cycle.
+        k.apply(k.cohort(c2, parent=c1, min={"cpu": "1"}))
+        k.apply(k.cohort(c1, parent=c2, min={"cpu": "2"}))
+        cluster.wait_until(
+            lambda: k.condition(k.status("coh", c1), "Valid").get("reason") == "CycleDetected",
+            30,
+            "the cycle in c1's Valid condition",
+        )
+        try:
+            warning = cluster.wait_until(
+                lambda: _warnings("default", "Cohort", c1, "CycleDetected"),
+                30,
+                "a Warning event on Cohort c1",
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{operator.log_tail(40)}") from None
+        assert f"{c1} -> " in warning[0]["message"], warning[0]["message"]
+        assert len(warning) == 1  # once, not at every status write
+        k.apply(k.pod("late", ns, {"cpu": "100m"}))
+        cluster.wait_until(
+            lambda: [e for e in k.events(ns, "Pending") if e["involvedObject"]["name"] == "late"],
+            30,
+            "the new pod told why it waits",
+        )
+        # Longer than the reclaim delay (3 s): the pods admitted before still run.
+        time.sleep(6)
+        running = sorted(p["metadata"]["name"] for p in k.admitted_pods(ns))
+        assert running == ["early-1", "early-2"]
+        assert not k.events(ns, "Reclaimed")
+        assert not k.events(ns, "Preempted")
+        assert len(_warnings("default", "Cohort", c1, "CycleDetected")) == 1
+        # Fixed: the new pod is let in.
+        cluster.kubectl("patch", "cohort", c1, "--type=json", "-p",
+                        '[{"op": "remove", "path": "/spec/parent"}]')  # fmt: skip
+        cluster.wait_until(lambda: len(k.admitted_pods(ns)) == 3, 30, "admission after the fix")
+    finally:
+        _cleanup(cluster, ("namespace", ns), ("cohort", c2), ("cohort", c1))
+
+
+def test_two_quotas_with_one_name_both_say_so_and_deleting_one_leaves_the_other(
+    cluster: ModuleType, operator: OperatorProcess
+) -> None:
+    s = k.suffix()
+    ns1, ns2, name = f"dup1-{s}", f"dup2-{s}", f"dup-{s}"
+    try:
+        # No webhook runs (as when it is down): the second object gets past validation.
+        k.apply(k.namespace(ns1), k.namespace(ns2))
+        k.apply(k.quota(name, ns1, min={"cpu": "1"}), k.quota(name, ns2, min={"cpu": "1"}))
+        k.apply(k.pod("p", ns1, {"cpu": "100m"}), k.pod("p", ns2, {"cpu": "100m"}))
+
+        def valid(ns: str) -> dict[str, Any]:
+            return k.condition(k.status("eq", name, ns), "Valid")
+
+        for ns in (ns1, ns2):
+            cluster.wait_until(
+                lambda ns=ns: valid(ns).get("reason") == "DuplicateName",
+                30,
+                f"DuplicateName on the quota in {ns}",
+            )
+            assert valid(ns)["status"] == "False"
+            assert "share the name" in valid(ns)["message"]
+            cluster.wait_until(
+                lambda ns=ns: _warnings(ns, "ElasticQuota", name, "DuplicateName"),
+                30,
+                f"a Warning event on the quota in {ns}",
+            )
+        assert k.admitted_pods(ns1) == k.admitted_pods(ns2) == []  # neither is active
+        cluster.kubectl("delete", "elasticquota", name, "-n", ns1)
+        # The other stays, becomes valid and active, and admits its pod.
+        cluster.wait_until(lambda: valid(ns2).get("status") == "True", 30, "the other valid")
+        cluster.wait_until(lambda: len(k.admitted_pods(ns2)) == 1, 30, "its pod admitted")
+        cluster.wait_until(
+            lambda: k.status("eq", name, ns2).get("admittedPods") == 1,
+            30,
+            "its status counting the pod (written after the admission)",
+        )
+        assert k.admitted_pods(ns1) == []
+    finally:
+        _cleanup(cluster, ("namespace", ns1), ("namespace", ns2))
