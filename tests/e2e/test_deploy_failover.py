@@ -32,13 +32,13 @@ from typing import Any
 import pytest
 
 from tests.e2e import kube_helpers as k
+from tests.e2e.burst import over_runtime, simulate
 from tests.e2e.container_proc import (
     ContainerOperator,
     image_exists,
     sa_kubeconfig,
     start_container,
 )
-from tests.e2e.test_operator_resilience import _over_runtime, _simulate
 from tests.e2e.test_webhooks_rules import WEBHOOKS_READY
 
 PORT_A, PORT_B = 19447, 19448
@@ -238,11 +238,11 @@ def test_two_replicas_share_certificate_and_view_and_the_standby_takes_over(
         total_cpu = sum(int(n["status"]["allocatable"]["cpu"]) for n in allocatable)
         assert len(samples) >= 5, f"only {len(samples)} samples"
         for index, snapshot in enumerate(samples):
-            over = _over_runtime(setup[1:], snapshot, ns, total_cpu)
+            over = over_runtime(setup[1:], snapshot, ns, total_cpu)
             assert not over, f"sample {index} of {len(samples)}: {over}"
         admitted_events = Counter(e["involvedObject"]["name"] for e in k.events(ns, "Admitted"))
         assert max(admitted_events.values()) == 1
-        expected = _simulate([*setup[1:], *pods], str(total_cpu))
+        expected = simulate([*setup[1:], *pods], str(total_cpu), "failover")
         for name in [q["metadata"]["name"] for q in quotas] + [top]:
             st = k.status("eq" if name != top else "coh", name, None if name == top else ns)
             sim = expected["nodes"][name]
