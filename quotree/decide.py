@@ -513,6 +513,23 @@ class Decider:
             self._set_why(name, node, record, short, out)
         return evicted
 
+    def _fits_in_other_trees(self, record: PodRecord) -> bool:
+        """Whether the pod, as charged now, fits its quota (and that quota's ancestors) in
+        every other tree that charges it: `_waits_in_other_tree`'s checks, without a reason."""
+        for other in record.also:
+            tree = self.tree_of(other)
+            node = tree.node(other)
+            if node is None or not node.is_quota:
+                return False
+            pods = self._quota_pods[other]
+            if admission.non_preemptible_shortfall(node, pods, record):
+                return False
+            if admission.shortfall(node, record):
+                return False
+            if admission.ancestor_shortfall(tree.path_up(node), node, record) is not None:
+                return False
+        return True
+
     def _waits_in_other_tree(self, name: str, record: PodRecord, out: Decisions) -> bool:
         """The pod fits its first tree; does it fit its quota (and that quota's ancestors)
         in every other tree that charges it? If not it waits, with a reason that names the
@@ -659,7 +676,9 @@ class Decider:
             if admission.shortfall(node, record):
                 continue
             if admission.ancestor_shortfall(path, node, record) is None:
-                return True
+                if self._fits_in_other_trees(record):
+                    return True
+                continue  # another tree's quota is short on this flavor: try the next
             if wait is None:
                 wait = flavor
         placed[same] = wait or allowed[0]

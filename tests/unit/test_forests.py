@@ -342,3 +342,74 @@ def test_a_project_quota_added_later_charges_the_pods_already_there() -> None:
     # after the reclaim delay the project tree takes back what is over its max
     evictions = eng.decide(now=31.0).evictions
     assert [(e.pod, e.kind) for e in evictions] == [("team/t-2", "Reclaimed")]
+
+
+def _doc(kind: str, name: str, spec: dict[str, object], ns: str | None = None) -> dict[str, object]:
+    metadata: dict[str, object] = {"name": name}
+    if ns is not None:
+        metadata["namespace"] = ns
+    api = "v1" if kind in ("Node", "Pod") else "quotree.io/v1alpha1"
+    return {"apiVersion": api, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def test_a_flavored_pod_in_a_forest_fits_its_flavor_and_the_project_names_the_same_resource() -> (
+    None
+):
+    """Flavors and several trees together (docs/design.md, "Flavors and several trees"):
+    the team quota places pods on a100 then h100; the project tree counts the same
+    `<resource>@<flavor>` names, so its a100 max holds the third pod back on a100: the pod
+    goes to the next flavor where it fits in every tree, h100 (its demand moves in both
+    trees)."""
+    gpu = "nvidia.com/gpu"
+    nodes = []
+    for name, model in (("n-a", "a100"), ("n-h", "h100")):
+        node = _doc("Node", name, {})
+        node["metadata"] = {"name": name, "labels": {"gpu.model": model}}
+        node["status"] = {"allocatable": {"cpu": "64", gpu: "8"}}
+        nodes.append(node)
+    flavors = [
+        _doc("ResourceFlavor", m, {"nodeLabels": {"gpu.model": m}}) for m in ("a100", "h100")
+    ]
+    team = _doc(
+        "ElasticQuota",
+        "team",
+        {"flavors": [{"name": "a100", "max": {gpu: "4"}}, {"name": "h100", "max": {gpu: "4"}}]},
+        ns="team",
+    )
+    proj = _doc(
+        "ElasticQuota",
+        "proj",
+        {"tree": P, "namespaces": ["team"], "flavors": [{"name": "a100", "max": {gpu: "2"}}]},
+        ns="proj",
+    )
+    pods = []
+    for i in range(4):
+        pod_doc = _doc(
+            "Pod",
+            f"p{i}",
+            {"containers": [{"name": "c", "resources": {"requests": {gpu: "1"}}}]},
+            ns="team",
+        )
+        pod_doc["metadata"] = {
+            "name": f"p{i}",
+            "namespace": "team",
+            "creationTimestamp": f"2026-01-01T00:00:0{i}Z",
+        }
+        pods.append(pod_doc)
+    sim = simulate_documents(("test", d) for d in [*nodes, *flavors, team, proj, *pods])
+    records = {r.key: r for r in sim.engine.pod_records()}
+    placed = {key: (r.state, r.flavor) for key, r in records.items()}
+    assert placed == {
+        "team/p0": (PodState.ADMITTED, "a100"),
+        "team/p1": (PodState.ADMITTED, "a100"),
+        "team/p2": (PodState.ADMITTED, "h100"),
+        "team/p3": (PodState.ADMITTED, "h100"),
+    }
+    assert sim.engine.report("proj").used == {f"{gpu}@a100": 2}  # it limits a100 only
+    assert sim.engine.report("team").used == {f"{gpu}@a100": 2, f"{gpu}@h100": 2}
+    # Incremental equals full recomputation in both trees after the moves.
+    for tree in sim.engine.trees.values():
+        tree.settle()
+        before = {n.name: dict(n.runtime) for n in tree.live_nodes()}
+        tree.recompute()
+        assert {n.name: dict(n.runtime) for n in tree.live_nodes()} == before
