@@ -643,7 +643,12 @@ class Decider:
             )
             return False
         pods = self._quota_pods[name]
-        same = (tuple(allowed), tuple(sorted(record.facts.request.items())), record.preemptible)
+        same = (
+            tuple(allowed),
+            tuple(sorted(record.facts.request.items())),
+            record.preemptible,
+            record.also,  # with several trees, its quotas there decide too
+        )
         earlier = placed.get(same)
         if earlier is not None:
             # A pod like this one found no flavor that fits now, and nothing was admitted or

@@ -413,3 +413,63 @@ def test_a_flavored_pod_in_a_forest_fits_its_flavor_and_the_project_names_the_sa
         before = {n.name: dict(n.runtime) for n in tree.live_nodes()}
         tree.recompute()
         assert {n.name: dict(n.runtime) for n in tree.live_nodes()} == before
+
+
+def test_a_pod_whose_project_has_room_is_not_sent_where_a_blocked_pod_waits() -> None:
+    """Within one look at a queue, a pod like one that found no flavor goes straight to that
+    pod's wait flavor; with several trees, "like" includes its quotas in the other trees:
+    b-1's project has h100 room where a-1's has none."""
+    gpu = "nvidia.com/gpu"
+    docs: list[dict[str, object]] = []
+    for name, model in (("n-a", "a100"), ("n-h", "h100")):
+        node = _doc("Node", name, {})
+        node["metadata"] = {"name": name, "labels": {"gpu.model": model}}
+        node["status"] = {"allocatable": {"cpu": "64", gpu: "8"}}
+        docs.append(node)
+    docs += [_doc("ResourceFlavor", m, {"nodeLabels": {"gpu.model": m}}) for m in ("a100", "h100")]
+    docs.append(
+        _doc(
+            "ElasticQuota",
+            "team",
+            {
+                "namespaces": ["ns-a", "ns-b"],
+                "flavors": [
+                    {"name": "a100", "max": {gpu: "4"}},
+                    {"name": "h100", "max": {gpu: "4"}},
+                ],
+            },
+            ns="team",
+        )
+    )
+    for proj, ns, h100 in (("proj-x", "ns-a", "0"), ("proj-y", "ns-b", "4")):
+        docs.append(
+            _doc(
+                "ElasticQuota",
+                proj,
+                {
+                    "tree": P,
+                    "namespaces": [ns],
+                    "flavors": [
+                        {"name": "a100", "max": {gpu: "0"}},
+                        {"name": "h100", "max": {gpu: h100}},
+                    ],
+                },
+                ns=proj,
+            )
+        )
+    for i, ns in enumerate(("ns-a", "ns-b")):
+        pod_doc = _doc(
+            "Pod", f"p{i}", {"containers": [{"name": "c", "resources": {"requests": {gpu: "1"}}}]}
+        )
+        pod_doc["metadata"] = {
+            "name": f"p{i}",
+            "namespace": ns,
+            "creationTimestamp": f"2026-01-01T00:00:0{i}Z",
+        }
+        docs.append(pod_doc)
+    sim = simulate_documents(("test", d) for d in docs)
+    placed = {r.key: (r.state, r.flavor) for r in sim.engine.pod_records()}
+    assert placed == {
+        "ns-a/p0": (PodState.PENDING, "a100"),
+        "ns-b/p1": (PodState.ADMITTED, "h100"),
+    }
