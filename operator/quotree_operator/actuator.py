@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 
 from quotree.engine import Decisions, Eviction, PodState
 from quotree.models import ADMISSION_GATE
-from quotree_operator.client import Kube, KubeError
+from quotree_operator.client import Kube, KubeError, write_event_retrying
 from quotree_operator.event_budget import AdmittedEvents
 from quotree_operator.inputs import Inputs
 from quotree_operator.metrics import METRICS
@@ -39,11 +39,6 @@ RETRIES = 5
 RETRY_DELAY = 0.2  # first wait before retrying a write (doubled each time)
 READ_BACKOFF = (0.5, 5.0)  # first and longest wait between reads of a pod after a failed write
 EVENT_RETRY_FOR = 300.0  # seconds an Event the API could not take is still tried
-
-
-def _unanswered(exc: KubeError) -> bool:
-    """No answer, or the API server (or its storage) is unavailable: try again later."""
-    return exc.status in {0, 429} or exc.status >= 500
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -283,32 +278,29 @@ class Actuator:
         handle = self.inputs.pods.get(key)
         uid = handle.uid if handle else None
         event_name = f"{name}.{uuid.uuid4().hex[:16]}"  # one name for every try
-        give_up = time.monotonic() + EVENT_RETRY_FOR
-        delay = READ_BACKOFF[0]
-        while True:
-            try:
-                async with self._events:
-                    await self.kube.pod_event(
-                        namespace,
-                        name,
-                        uid=uid,
-                        reason=reason,
-                        message=message,
-                        warning=warning,
-                        event_name=event_name,
-                    )
-                return
-            except KubeError as exc:
-                if exc.status == 409:
-                    return  # an earlier try was written, its answer lost
-                if not _unanswered(exc) or time.monotonic() + delay > give_up:
-                    logger.info("%s", exc)
-                    return
-                logger.debug("%s; trying again in %.1fs", exc, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, READ_BACKOFF[1])
-            if reason == "Pending" and not self._still_pending(key, message):
-                return  # a newer reason (or the admission) says more than this one
+
+        async def write() -> None:
+            async with self._events:
+                await self.kube.pod_event(
+                    namespace,
+                    name,
+                    uid=uid,
+                    reason=reason,
+                    message=message,
+                    warning=warning,
+                    event_name=event_name,
+                )
+
+        failed = await write_event_retrying(
+            write,
+            first=READ_BACKOFF[0],
+            longest=READ_BACKOFF[1],
+            give_up_after=EVENT_RETRY_FOR,
+            # A newer reason (or the admission) says more than an old Pending one.
+            still_wanted=lambda: reason != "Pending" or self._still_pending(key, message),
+        )
+        if failed is not None:
+            logger.info("%s", failed)
 
     def _still_pending(self, key: str, message: str) -> bool:
         record = self.inputs.engine.pods.get(key)

@@ -12,12 +12,14 @@ bodies.py.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import os
+import time
 import uuid
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from quotree.models import CAPACITY_LABEL, GROUP, VERSION
 from quotree_operator import bodies
 
-__all__ = ["CredentialsError", "Kube", "KubeError"]
+__all__ = ["CredentialsError", "Kube", "KubeError", "unanswered", "write_event_retrying"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,42 @@ class KubeError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def unanswered(exc: KubeError) -> bool:
+    """No answer, or the API server (or its storage) is unavailable: worth trying later."""
+    return exc.status in {0, 429} or exc.status >= 500
+
+
+async def write_event_retrying(
+    write: Callable[[], Awaitable[None]],
+    *,
+    first: float,
+    longest: float,
+    give_up_after: float,
+    still_wanted: Callable[[], bool] = lambda: True,
+) -> KubeError | None:
+    """Write one Event, trying again with backoff (`first` doubling to `longest` seconds)
+    while the API does not answer, for up to `give_up_after` seconds or until
+    `still_wanted()` says no. `write` names the Event the same way on every try, so a try
+    whose answer was lost meets 409 instead of writing a second Event. Returns the error
+    that ended the tries (None: written, or no longer wanted)."""
+    give_up = time.monotonic() + give_up_after
+    delay = first
+    while True:
+        try:
+            await write()
+            return None
+        except KubeError as exc:
+            if exc.status == 409:
+                return None  # an earlier try was written, its answer lost
+            if not unanswered(exc) or time.monotonic() + delay > give_up:
+                return exc
+            logger.debug("%s; trying again in %.1fs", exc, delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, longest)
+        if not still_wanted():
+            return None
 
 
 class CredentialsError(KubeError):

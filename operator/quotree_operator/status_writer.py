@@ -20,7 +20,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from quotree_operator.client import Kube, KubeError
+from quotree_operator.client import Kube, KubeError, write_event_retrying
 from quotree_operator.inputs import Inputs, QuotaObject
 from quotree_operator.status import Desired, StatusMemory, desired
 
@@ -128,30 +128,25 @@ class StatusWriter:
     async def _warn(self, obj: QuotaObject, reason: str, message: str) -> None:
         """The Warning Event, tried again (with backoff) while the API does not answer."""
         event_name = f"{obj.name}.{uuid.uuid4().hex[:16]}"  # one name for every try
-        delay = WARNING_RETRY[0]
-        give_up = time.monotonic() + WARNING_RETRY[2]
-        while True:
-            try:
-                async with self._writes:
-                    await self.kube.quota_object_event(
-                        obj.kind,
-                        obj.namespace,
-                        obj.name,
-                        uid=obj.uid,
-                        reason=reason,
-                        message=message,
-                        event_name=event_name,
-                    )
-                return
-            except KubeError as exc:
-                if exc.status == 409:
-                    return  # an earlier try was written, its answer lost
-                unanswered = exc.status in {0, 429} or exc.status >= 500
-                if not unanswered or time.monotonic() + delay > give_up:
-                    logger.warning("%s", exc)
-                    return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, WARNING_RETRY[1])
+
+        async def write() -> None:
+            async with self._writes:
+                await self.kube.quota_object_event(
+                    obj.kind,
+                    obj.namespace,
+                    obj.name,
+                    uid=obj.uid,
+                    reason=reason,
+                    message=message,
+                    event_name=event_name,
+                )
+
+        first, longest, give_up_after = WARNING_RETRY
+        failed = await write_event_retrying(
+            write, first=first, longest=longest, give_up_after=give_up_after
+        )
+        if failed is not None:
+            logger.warning("%s", failed)
 
 
 def _valid(desired_: Desired | None) -> dict[str, Any]:
