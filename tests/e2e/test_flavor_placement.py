@@ -178,3 +178,82 @@ def test_maintenance_annotation_holds_admission_until_removed(
     assert k.gated(k.pods(ns)[0])
     cluster.kubectl("annotate", "cohort", top, "quotree.io/maintenance-")
     wait(cluster, operator, "the pod admitted", lambda: len(k.admitted_pods(ns)) == 1)
+
+
+def test_derived_gpu_memory_is_charged_shown_in_status_and_holds_the_pod_that_would_exceed_it(
+    cluster: ModuleType,
+    operator: OperatorProcess,
+    objects: Callable[..., None],
+    gpu_models: dict[str, set[str]],
+) -> None:
+    """nos's GPU memory: a quota written in GPU memory (as in examples/gpu-memory.yaml)."""
+    s = k.suffix()
+    ns, a100, h100, team = f"gm-{s}", f"gm-a100-{s}", f"gm-h100-{s}", f"gm-team-{s}"
+    memory = "quotree.io/gpu-memory"
+    with_memory = []
+    for name, product, per_gpu in ((a100, A100, "80Gi"), (h100, H100, "94Gi")):
+        doc = flavor(name, product)
+        doc["spec"]["gpuMemoryPerGPU"] = per_gpu
+        with_memory.append(doc)
+    objects(
+        *with_memory,
+        k.namespace(ns),
+        k.quota(
+            team,
+            ns,
+            max={memory: "250Gi"},
+            flavors=[{"name": a100, "max": {GPU: "3"}}, {"name": h100, "min": {GPU: "0"}}],
+        ),
+    )
+    for i in range(3):
+        objects(k.pod(f"job-{i}", ns, {GPU: "1"}))
+        wait(
+            cluster,
+            operator,
+            f"job-{i} admitted",
+            lambda i=i: any(p["metadata"]["name"] == f"job-{i}" for p in k.admitted_pods(ns)),
+        )
+    # A100 is at its max; H100 would bring GPU memory to 240Gi + 94Gi > 250Gi: job-3 waits,
+    # on its first flavor, and its Pending event gives the GPU memory numbers.
+    objects(k.pod("job-3", ns, {GPU: "1"}))
+    pending = wait(
+        cluster,
+        operator,
+        "job-3's Pending event naming GPU memory",
+        lambda: [
+            e["message"]
+            for e in k.events(ns, "Pending")
+            if e["involvedObject"]["name"] == "job-3" and memory in e["message"]
+        ],
+    )
+    assert f"{memory}: used 240Gi + request 80Gi > runtime 250Gi" in pending[0]
+    pods = {p["metadata"]["name"]: p for p in k.pods(ns)}
+    assert k.gated(pods["job-3"])
+    assert {
+        n: (p["metadata"].get("labels") or {}).get("quotree.io/flavor") for n, p in pods.items()
+    } == {
+        "job-0": a100,
+        "job-1": a100,
+        "job-2": a100,
+        "job-3": None,
+    }
+    st = wait(
+        cluster,
+        operator,
+        "team's status with GPU memory used",
+        lambda: (st := k.status("eq", team, ns)).get("used", {}).get(memory) == "240Gi" and st,
+    )
+    assert st["used"][f"{GPU}@{a100}"] == "3"
+    assert json.loads(st["_annotations"]["quotree.io/used"]) == st["used"]
+    # Freeing one A100 pod lets job-3 in, on A100 (first flavor, now under its max).
+    cluster.kubectl("delete", "pod", "job-0", "-n", ns, "--wait=false")
+    wait(
+        cluster,
+        operator,
+        "job-3 admitted on a100",
+        lambda: any(
+            p["metadata"]["name"] == "job-3"
+            and (p["metadata"].get("labels") or {}).get("quotree.io/flavor") == a100
+            for p in k.admitted_pods(ns)
+        ),
+    )
