@@ -29,6 +29,13 @@ HEADER = (
 )
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a shared sub-object out in full each time: no &id001 / *id001 for readers."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
 def render() -> str:
     """The YAML of both configurations, for the Deployment's Service and ServiceAccount."""
     mutating, validating = build_configurations(
@@ -36,7 +43,9 @@ def render() -> str:
         never_gated=never_gated(NAMESPACE),
         operator_username=f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}",
     )
-    return HEADER + yaml.safe_dump_all([mutating, validating], sort_keys=False, width=100)
+    return HEADER + yaml.dump_all(
+        [mutating, validating], Dumper=_PlainDumper, sort_keys=False, width=100
+    )
 
 
 if __name__ == "__main__":

@@ -102,9 +102,10 @@ def test_pods_of_a_covered_namespace_are_gated_before_it_is_labelled(
     cluster: ModuleType, tmp_path: Path
 ) -> None:
     """Pods created in a namespace a quota covers but that is not labelled managed yet are
-    gated and charged all the same: the unlabelled namespaces' webhook asks the engine which
-    quota covers the namespace (configurations.py), not the label. Without it they would run
-    uncounted, past their quota's max.
+    gated and charged all the same, and only the operator may free them: the unlabelled
+    namespaces' webhooks ask the engine which quota covers the namespace
+    (configurations.py), not the label. Without them the pods would run uncounted, past
+    their quota's max, or could be freed by anyone.
 
     The moment between a namespace appearing and the leader labelling it is short, so the
     test makes it last: another replica holds the leader Lease (a real Lease object, as a
@@ -155,6 +156,32 @@ def test_pods_of_a_covered_namespace_are_gated_before_it_is_labelled(
             pod = cluster.kubectl_json("-n", later, "get", "pod", f"p{i}")
             assert {"name": GATE} in (pod["spec"].get("schedulingGates") or []), pod["spec"]
             assert pod["metadata"]["labels"].get("quotree.io/quota-name") == f"q-{s}"
+        # Nobody but the operator frees such a pod in that moment (pods-validate-unlabelled).
+        freed = cluster.kubectl(
+            "-n",
+            later,
+            "patch",
+            "pod",
+            "p0",
+            "--type=json",
+            "-p",
+            '[{"op": "remove", "path": "/spec/schedulingGates"}]',
+            check=False,
+        )
+        assert freed.returncode != 0, freed.stdout
+        assert "only the quotree operator may remove the scheduling gate" in freed.stderr
+        relabelled = cluster.kubectl(
+            "-n",
+            later,
+            "label",
+            "pod",
+            "p1",
+            "--overwrite",
+            "quotree.io/quota-name=other",
+            check=False,
+        )
+        assert relabelled.returncode != 0, relabelled.stdout
+        assert "label quotree.io/quota-name belongs to quotree" in relabelled.stderr
         # A namespace no quota covers is left alone by the same webhook.
         k.apply(k.namespace(plain))
         accepted(apply_file(tmp_path, pod_manifest("free", plain)))

@@ -23,6 +23,9 @@ are rewritten whenever Kopf rescans the cluster. Choices (docs/webhooks.md):
   are gated all the same, since the handler asks the engine which quota covers
   the namespace, not the label. While the operator is down these namespaces are
   not held up (Ignore): nothing was gated there before it went down.
+  Its validating twin (`pods-validate-unlabelled`, same UPDATE handler, same
+  conditions, `Ignore`, 2 s) keeps anyone but the operator from removing the gate
+  or changing `quotree.io/*` labels of such a pod in that moment.
 - Cohorts and ElasticQuotas, CREATE/UPDATE/DELETE: `failurePolicy: Fail`
   (while the operator is down the tree cannot change, rather than change
   unchecked), 5 s timeout, not called for updates that leave `spec` alone
@@ -48,6 +51,7 @@ __all__ = [
     "PODS_MUTATE",
     "PODS_MUTATE_UNLABELLED",
     "PODS_VALIDATE",
+    "PODS_VALIDATE_UNLABELLED",
     "TIMEOUT_SECONDS",
     "UNLABELLED_TIMEOUT_SECONDS",
     "build_configurations",
@@ -60,6 +64,8 @@ PODS_MUTATE = "pods-mutate"
 #: The second mutating webhook (unlabelled namespaces); served by the PODS_MUTATE handler.
 PODS_MUTATE_UNLABELLED = "pods-mutate-unlabelled"
 PODS_VALIDATE = "pods-validate"
+#: The second validating pod webhook (unlabelled namespaces); served by PODS_VALIDATE.
+PODS_VALIDATE_UNLABELLED = "pods-validate-unlabelled"
 COHORTS_VALIDATE = "cohorts-validate"
 ELASTICQUOTAS_VALIDATE = "elasticquotas-validate"
 NAMESPACES_VALIDATE = "namespaces-validate"
@@ -237,6 +243,18 @@ def build_configurations(
                 namespace_selector=selector,
                 match_conditions=pod_conditions,
             ),
+            {
+                **_webhook(
+                    PODS_VALIDATE,
+                    client_config,
+                    {**pods_create, "operations": ["UPDATE"]},
+                    namespace_selector=unlabelled,
+                    match_conditions=pod_conditions,
+                ),
+                "name": f"{PODS_VALIDATE_UNLABELLED}.{CONFIGURATION_NAME}",
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": UNLABELLED_TIMEOUT_SECONDS,
+            },
             _webhook(
                 NAMESPACES_VALIDATE,
                 client_config,

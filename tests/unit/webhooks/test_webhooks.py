@@ -453,11 +453,12 @@ def test_configurations_shape() -> None:
         "cohorts-validate.quotree.io",
         "elasticquotas-validate.quotree.io",
         "pods-validate.quotree.io",
+        "pods-validate-unlabelled.quotree.io",
         "namespaces-validate.quotree.io",
     ]
     # Only managed namespaces depend on quotree (api.md, "Managed namespaces").
     assert pods_mutate["namespaceSelector"]["matchLabels"] == {"quotree.io/managed": "true"}
-    namespaces_validate = validating["webhooks"][3]
+    namespaces_validate = validating["webhooks"][4]
     assert "namespaceSelector" not in namespaces_validate
     assert {c["name"] for c in namespaces_validate["matchConditions"]} == {
         "managed-label-changed",
@@ -499,6 +500,30 @@ def test_unlabelled_namespaces_are_mutated_too_but_never_held_up() -> None:
             },
         ]
     }
+
+
+def test_unlabelled_namespaces_gates_are_guarded_too_but_never_held_up() -> None:
+    """A pod gated in a covered namespace before it was labelled: only quotree may free it.
+
+    The validating twin of the unlabelled mutating webhook: same handler and conditions as
+    `pods-validate` (called only when the gate goes or a quotree.io label changes, never for
+    the operator), over the namespaces without the managed label, `Ignore`.
+    """
+    mutating, validating = configurations.build_configurations(
+        {"url": "https://127.0.0.1:9443", "caBundle": "Q0E="},
+        never_gated=never_gated("quotree-system"),
+        operator_username="quotree-admin",
+    )
+    by_name = {w["name"]: w for w in validating["webhooks"]}
+    managed = by_name["pods-validate.quotree.io"]
+    unlabelled = by_name["pods-validate-unlabelled.quotree.io"]
+    assert unlabelled["clientConfig"] == managed["clientConfig"]
+    assert unlabelled["clientConfig"]["url"].endswith("/pods-validate")
+    assert unlabelled["rules"] == managed["rules"]
+    assert unlabelled["matchConditions"] == managed["matchConditions"]
+    assert unlabelled["failurePolicy"] == "Ignore"
+    assert unlabelled["timeoutSeconds"] <= 2
+    assert unlabelled["namespaceSelector"] == mutating["webhooks"][1]["namespaceSelector"]
 
 
 def test_configurations_service_client_config() -> None:
