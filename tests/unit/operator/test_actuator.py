@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from quotree import ADMISSION_GATE
@@ -10,42 +9,22 @@ from quotree_operator.actuator import Actuator
 from quotree_operator.client import KubeError
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
+from tests.unit.operator.fake_kube import AdmitRecorder, pod
 
 
 def gated(*gates: str) -> dict[str, Any]:
-    return {
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "team", "uid": "u-1", "labels": {}},
-        "spec": {
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-            "schedulingGates": [{"name": g} for g in gates],
-        },
-        "status": {"phase": "Pending"},
-    }
+    return pod("p", *gates, uid="u-1")
 
 
-class FakeKube:
+class FakeKube(AdmitRecorder):
     def __init__(self, admit_errors: list[KubeError], current: dict[str, Any]) -> None:
+        super().__init__()
         self.admit_errors = admit_errors
         self.current = current
-        self.admits: list[tuple[str, ...]] = []
-        self.flavors: list[Any] = []
         self.events: list[tuple[str, str | None]] = []
         self.reads = 0
 
-    async def admit(
-        self,
-        namespace: str,
-        name: str,
-        gates: Sequence[str],
-        has_labels: bool,
-        capacity: Any,
-        *,
-        flavor: Any = None,
-        has_node_selector: bool = False,
-    ) -> None:
-        self.admits.append(tuple(gates))
-        self.flavors.append(flavor)
+    def answer_admit(self, name: str) -> None:
         if self.admit_errors:
             raise self.admit_errors.pop(0)
 
@@ -69,7 +48,7 @@ async def test_stale_gates_are_read_again_and_the_admission_retried() -> None:
     kube = FakeKube([KubeError(422, "test failed")], gated("other", ADMISSION_GATE))
     actuator = actuator_for(kube, gated(ADMISSION_GATE))
     await actuator._admit("team/p", None, "admitted by quota team")
-    assert kube.admits == [(ADMISSION_GATE,), ("other", ADMISSION_GATE)]
+    assert [gates for _, gates, _ in kube.admits] == [(ADMISSION_GATE,), ("other", ADMISSION_GATE)]
     assert kube.events == [("Admitted", "u-1")]
     assert actuator.inputs.pods["team/p"].gates == ("other",)
 
@@ -78,7 +57,7 @@ async def test_a_pod_gone_meanwhile_is_not_an_error() -> None:
     kube = FakeKube([KubeError(404, "not found")], gated(ADMISSION_GATE))
     actuator = actuator_for(kube, gated(ADMISSION_GATE))
     await actuator._admit("team/p", None, "admitted")
-    assert kube.admits == [(ADMISSION_GATE,)]
+    assert [gates for _, gates, _ in kube.admits] == [(ADMISSION_GATE,)]
     assert kube.events == []
     assert kube.reads == 0
 

@@ -9,12 +9,10 @@ The API is a scripted fake (no cluster); the engine and the operator's inputs ar
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from quotree import ADMISSION_GATE
 from quotree.engine import PodState
 from quotree_operator import actuator as actuator_mod
 from quotree_operator.actuator import Actuator
@@ -22,26 +20,22 @@ from quotree_operator.client import KubeError
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
 from quotree_operator.inputs import Inputs
+from tests.unit.operator.fake_kube import AdmitRecorder, pod
 
 DOWN = KubeError(0, "Pod team/p0: remove gate: ClientConnectorError: connection refused")
 
 
-def pod(name: str, *, gated: bool = True) -> dict[str, Any]:
-    return {
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "team", "uid": f"u-{name}", "labels": {}},
-        "spec": {
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-            "schedulingGates": [{"name": ADMISSION_GATE}] if gated else [],
-        },
-        "status": {"phase": "Pending"},
-    }
+def ungated(name: str) -> dict[str, Any]:
+    body = pod(name)
+    body["spec"]["schedulingGates"] = []
+    return body
 
 
-class FakeKube:
+class FakeKube(AdmitRecorder):
     """Admissions and reads fail while `down`; `applied` admissions took effect anyway."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.down = False
         self.apply_then_fail = False  # the write lands, the answer is lost
         self.lose_first_answer = False  # the first write lands, its answer is lost, once
@@ -49,21 +43,9 @@ class FakeKube:
         self.event_names: set[str] = set()
         self.reads_down = 0  # this many reads fail before the API answers
         self.pods: dict[str, dict[str, Any]] = {}
-        self.admits: list[str] = []
         self.events: list[tuple[str, str, str]] = []
 
-    async def admit(
-        self,
-        namespace: str,
-        name: str,
-        gates: Sequence[str],
-        has_labels: bool,
-        capacity: Any,
-        *,
-        flavor: Any = None,
-        has_node_selector: bool = False,
-    ) -> None:
-        self.admits.append(name)
+    def answer_admit(self, name: str) -> None:
         if self.down:
             raise DOWN
         if not self.pods[name]["spec"]["schedulingGates"]:
@@ -205,7 +187,7 @@ async def test_a_retry_after_a_lost_answer_finds_the_gate_gone_and_says_admitted
     inputs, actuator = setup(kube, pods=1)
     kube.lose_first_answer = True
     await decide_and_carry_out(inputs, actuator)
-    assert kube.admits == ["p0", "p0"]
+    assert [name for name, _, _ in kube.admits] == ["p0", "p0"]
     assert state(inputs, "p0") is PodState.ADMITTED
     assert [e[:2] for e in kube.events] == [("p0", "Admitted")]
 
@@ -220,7 +202,7 @@ async def test_a_gated_view_during_the_write_does_not_undo_the_admission() -> No
     assert state(inputs, "p0") is PodState.ADMITTED
     assert not inputs.engine.decide(1.0).admitted  # not admitted a second time
     await asyncio.gather(*list(actuator._tasks))
-    assert kube.admits == ["p0"]
+    assert [name for name, _, _ in kube.admits] == ["p0"]
 
 
 def test_a_gated_pod_the_engine_counts_as_admitted_waits_again_on_the_next_view() -> None:
@@ -236,7 +218,7 @@ def test_a_gated_pod_the_engine_counts_as_admitted_waits_again_on_the_next_view(
     assert state(inputs, "p1") is PodState.PENDING
     assert used(inputs) == 0
     # An ungated pod the engine had pending is admitted (the gate was removed elsewhere).
-    inputs.relist_pods([pod("p0", gated=False), pod("p1")])
+    inputs.relist_pods([ungated("p0"), pod("p1")])
     assert state(inputs, "p0") is PodState.ADMITTED
     assert used(inputs) == 1000
 
