@@ -149,6 +149,11 @@ class Decider:
 
     def _decide_round(self, now: float, out: Decisions) -> bool:
         """One pass over the quotas that may have changed; True when it evicted."""
+        # Deferred subtrees (`QuotaTree.lazy`) rely on this shortcut; with several trees or
+        # flavors, quotas are looked at for more than their own runtime: everything eager.
+        self.tree.set_lazy(
+            self.lazy_runtimes and self.skip_shrunk_quotas and not self._forest and not self.flavors
+        )
         changed = self.tree.settle()
         touched, self._touched = self._touched, set()
         self._now, self._lenders = now, {}
@@ -194,6 +199,9 @@ class Decider:
     #: Skip the quotas `_only_shrank` names (off: look at every changed quota; the property
     #: tests compare both).
     skip_shrunk_quotas = True
+    #: Leave the runtimes of subtrees whose share only falls unevaluated until read
+    #: (`QuotaTree.lazy`, `deferral.py`; off: every runtime current after each settle).
+    lazy_runtimes = True
 
     def _only_shrank(self, name: str) -> bool:
         """True when `decide` has nothing to do for quota `name`, whose runtime changed but

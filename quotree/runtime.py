@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 import networkx as nx
 
 from quotree.accounts import TreeNode
+from quotree.deferral import node_margin, quota_margin
 from quotree.distribution import distribute
 from quotree.models import NodeConfig
 from quotree.quantity import add_amounts
@@ -39,6 +40,21 @@ OUTSIDE = "quotree.io/other-trees"
 
 # parent -> {child whose demand changed: its demand at the last distribution} (None: redo all)
 _Dirty = dict[TreeNode, dict[TreeNode, int] | None]
+
+
+class _Deferred:
+    """A Cohort whose children's runtimes in one resource were left as they were while its
+    own runtime fell (`deferral.py`): they are those of the total `reflected`."""
+
+    __slots__ = ("boundary", "last", "reflected", "slack")
+
+    def __init__(self, reflected: int, last: int, slack: int) -> None:
+        self.reflected = reflected  # the total the subtree's runtimes are those of
+        self.last = last  # the Cohort's runtime the last time it moved
+        self.slack = slack  # how far below `reflected` it may go (`deferral.py`)
+        # Its runtime at the last settle(): the subtree is first brought there without
+        # reporting (those changes were reported, and skipped, then); None: deferred since.
+        self.boundary: int | None = None
 
 
 class QuotaTree:
@@ -68,6 +84,14 @@ class QuotaTree:
         # skips a quota only when neither it nor any of its ancestors is in it.
         self._grown: set[str] = set()
         self.grown_quotas: set[str] = set()
+        #: Leave the runtimes below a Cohort whose runtime only falls unevaluated until they
+        #: are read or may matter (`deferral.py`); the `Decider` turns it on when its
+        #: decisions cannot tell (one tree, no flavors, the `skip_shrunk_quotas` shortcut).
+        self.lazy = False
+        self._deferred: dict[str, dict[TreeNode, _Deferred]] = {}  # resource -> Cohort -> ...
+        self._deferred_at: dict[TreeNode, set[str]] = {}  # Cohort -> its deferred resources
+        self._moved: set[tuple[str, TreeNode]] = set()  # deferred and moved since settle()
+        self.deferrals = 0  # subtrees left unevaluated so far (tests and benchmarks read it)
 
     # ------------------------------------------------------------ configuration
 
@@ -151,7 +175,10 @@ class QuotaTree:
     def node(self, name: str) -> TreeNode | None:
         """The live tree node called `name`, or None when it is missing or inactive."""
         self._update()
-        return self._nodes.get(name)
+        node = self._nodes.get(name)
+        if node is not None and self._deferred_at:
+            self._materialize_path(node)
+        return node
 
     def parent(self, node: TreeNode) -> TreeNode:
         """The live parent of a live node (the root for a top-level one)."""
@@ -167,6 +194,8 @@ class QuotaTree:
 
     def quotas_below(self, node: TreeNode) -> list[TreeNode]:
         """The live ElasticQuotas in `node`'s subtree (every one, for the root), by name."""
+        if self._deferred_at:
+            self._materialize_below(node)
         if node is self.root:
             return sorted((n for n in self._order if n.is_quota), key=lambda n: n.name)
         below = nx.descendants(self.structure.graph, node.name)
@@ -182,6 +211,8 @@ class QuotaTree:
 
     def live_nodes(self) -> Iterable[TreeNode]:
         self._update()
+        if self._deferred_at:
+            self._materialize_below(self.root)
         return self._order
 
     def root_total(self, resource: str) -> int:
@@ -301,6 +332,7 @@ class QuotaTree:
             for resource in parent.children_in:
                 distribute(parent, resource, None, at_root=parent is root)
         self._dirty = {}
+        self._deferred, self._deferred_at, self._moved = {}, {}, set()
         # Every ElasticQuota, live or not: one that just went inactive must be looked at too.
         self.changed_quotas = {name for name, cfg in self.structure.items() if cfg.is_leaf}
         self._grown = set(self.changed_quotas)
@@ -308,9 +340,17 @@ class QuotaTree:
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
         self._update()
+        if self._moved:
+            self._check_moved()
         changed, self.changed_quotas = self.changed_quotas, set()
         self.grown_quotas, self._grown = self._grown, set()
         return changed
+
+    def set_lazy(self, lazy: bool) -> None:
+        """Turn deferred subtrees on or off (off: every deferred subtree is brought up to date)."""
+        if self.lazy and not lazy and self._deferred_at:
+            self._materialize_below(self.root)
+        self.lazy = lazy
 
     def _update(self) -> None:
         # Queries (node(), reports) update runtimes too, but leave `changed_quotas` for the
@@ -352,6 +392,8 @@ class QuotaTree:
             new = node.clamp(resource)
             if new == old:
                 return
+            if self._deferred_at and node.is_quota:
+                self._materialize_path(node, resource)
             old_target = node.target(resource)
             node.demand[resource] = new
             parent = self.parent(node)
@@ -366,6 +408,8 @@ class QuotaTree:
         counter = itertools.count()
         heap = [(parent.depth, next(counter), parent) for parent in dirty]
         heapq.heapify(heap)
+        deferred = self._deferred.get(resource)
+        busy: set[TreeNode] | None = None  # the dirty parents and their ancestors
         while heap:
             _, _, parent = heapq.heappop(heap)
             if parent not in dirty:
@@ -377,5 +421,150 @@ class QuotaTree:
                 if child.is_quota:
                     self.changed_quotas.add(child.name)
                 elif resource in child.children_in and child not in dirty:
+                    entry = deferred.get(child) if deferred else None
+                    if entry is not None:
+                        if self._still_deferred(child, resource, entry):
+                            continue
+                        self._materialize(child, resource)
+                        dirty[child] = None
+                    else:
+                        if self.lazy and child.runtime[resource] < child.last_total.get(
+                            resource, -1
+                        ):
+                            if busy is None:
+                                busy = set(dirty)
+                                for node in dirty:
+                                    busy.update(self._path_up.get(node.name, ()))
+                            if child not in busy and self._defer(child, resource):
+                                deferred = self._deferred[resource]
+                                continue
+                        dirty[child] = {}
+                    heapq.heappush(heap, (child.depth, next(counter), child))
+
+    # ------------------------------------------------------------ deferred subtrees
+
+    def _defer(self, cohort: TreeNode, resource: str) -> bool:
+        """Leave `cohort`'s subtree as it is, its runtime having fallen, when nothing there
+        can matter before it falls further than its slack (`deferral.py`)."""
+        reflected = cohort.last_total[resource]
+        fall = reflected - cohort.runtime[resource]
+        if cohort.last_scale_total[resource] < cohort.sum_min[resource]:
+            return False  # its children's guarantees are scaled mins: they may move
+        runtime = cohort.runtime[resource]
+        cohort.runtime[resource] = reflected  # the margins are those of the subtree as it is
+        try:
+            slack = self._slack(cohort, resource, fall)
+        finally:
+            cohort.runtime[resource] = runtime
+        if slack < fall:
+            return False
+        self._deferred.setdefault(resource, {})[cohort] = _Deferred(reflected, runtime, slack)
+        self._deferred_at.setdefault(cohort, set()).add(resource)
+        self._moved.add((resource, cohort))
+        self.deferrals += 1
+        return True
+
+    def _slack(self, cohort: TreeNode, resource: str, need: int) -> int:
+        """The least margin over `cohort`'s subtree (stopping once below `need`)."""
+        deferred = self._deferred.get(resource, {})
+        slack = node_margin(cohort, resource)
+        stack = list(cohort.children_in[resource])
+        while stack and slack >= need:
+            node = stack.pop()
+            if node.is_quota:
+                slack = min(slack, quota_margin(node, resource))
+                continue
+            if resource not in node.children_in:
+                continue
+            if node in deferred:
+                self._materialize(node, resource)  # one deferred subtree inside another: no
+            slack = min(slack, node_margin(node, resource))
+            stack.extend(node.children_in[resource])
+        return slack
+
+    def _still_deferred(self, cohort: TreeNode, resource: str, entry: _Deferred) -> bool:
+        """The deferred `cohort`'s runtime moved: may its subtree stay as it is?"""
+        runtime = cohort.runtime[resource]
+        if (
+            runtime <= entry.last
+            and entry.reflected - runtime <= entry.slack
+            and cohort.sum_min[resource] <= cohort.guarantee[resource]
+        ):
+            entry.last = runtime
+            self._moved.add((resource, cohort))
+            return True
+        return False
+
+    def _materialize(self, cohort: TreeNode, resource: str) -> None:
+        """Bring the deferred subtree up to date: first, without reporting, to the runtimes
+        of the last settle() (reported, and skipped by the decider, back then), then, with
+        the changes reported, to the runtime the Cohort had last; its runtime is left as
+        it is now (the caller redistributes when it moved since)."""
+        entry = self._deferred[resource].pop(cohort)
+        resources = self._deferred_at[cohort]
+        resources.discard(resource)
+        if not resources:
+            del self._deferred_at[cohort]
+        self._moved.discard((resource, cohort))
+        now = cohort.runtime[resource]
+        if entry.boundary is not None:
+            cohort.runtime[resource] = entry.boundary
+            self._cascade(cohort, resource, report=False)
+        cohort.runtime[resource] = entry.last
+        self._cascade(cohort, resource, report=True)
+        cohort.runtime[resource] = now
+
+    def _cascade(self, cohort: TreeNode, resource: str, *, report: bool) -> None:
+        """Redistribute `cohort`'s subtree top-down from its present runtime."""
+        dirty: _Dirty = {cohort: None}
+        counter = itertools.count()
+        heap = [(cohort.depth, next(counter), cohort)]
+        grown = self._grown if report else None
+        while heap:
+            _, _, parent = heapq.heappop(heap)
+            hints = dirty.pop(parent)
+            for child in distribute(parent, resource, hints, at_root=False, grown=grown):
+                if child.is_quota:
+                    if report:
+                        self.changed_quotas.add(child.name)
+                elif resource in child.children_in and child not in dirty:
                     dirty[child] = {}
                     heapq.heappush(heap, (child.depth, next(counter), child))
+
+    def _materialize_path(self, node: TreeNode, resource: str | None = None) -> None:
+        """Bring the runtimes on `node`'s path (and below it) up to date before they are read."""
+        for walk in (node, *self._path_up[node.name]):
+            resources = self._deferred_at.get(walk)
+            if resources:
+                for r in sorted(resources) if resource is None else [resource]:
+                    if r in resources:
+                        self._materialize(walk, r)
+
+    def _materialize_below(self, node: TreeNode) -> None:
+        """Bring every runtime in `node`'s subtree, and on its path, up to date."""
+        self._materialize_path(node)
+        for cohort in list(self._deferred_at):
+            if cohort in self._deferred_at and node in self._path_up[cohort.name]:
+                for r in sorted(self._deferred_at[cohort]):
+                    self._materialize(cohort, r)
+
+    def _check_moved(self) -> None:
+        """At a settle(): a deferred subtree whose Cohort moved is brought up to date when a
+        node in it or above it gained room (`grown_quotas`: the decider then looks at the
+        quotas whose runtime changed); the others note their runtime as the new boundary."""
+        grown = self._grown
+        near: set[TreeNode] = set()  # the nodes that gained room and their ancestors
+        for name in grown:
+            node = self.root if name == ROOT else self._nodes.get(name)
+            if node is not None:
+                near.add(node)
+                near.update(self._path_up.get(node.name, ()))
+        moved, self._moved = self._moved, set()
+        for resource, cohort in sorted(moved, key=lambda m: (m[0], m[1].depth, m[1].name)):
+            entry = self._deferred.get(resource, {}).get(cohort)
+            if entry is None:
+                continue
+            if cohort in near or any(a.name in grown for a in self._path_up[cohort.name]):
+                self._materialize(cohort, resource)
+            else:
+                entry.boundary = cohort.runtime[resource]

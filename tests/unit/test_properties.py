@@ -614,3 +614,158 @@ def test_grown_quotas_are_the_ones_whose_runtime_or_guarantee_went_up(
             )
         }
         assert went_up <= eng.tree.grown_quotas
+
+
+def _lazy_log(scenario: Scenario, stream: list[tuple[str, int]], delay: float | None, lazy: bool):
+    if delay is None:
+        eng = engine(*scenario.configs, capacity=scenario.capacity)
+    else:
+        eng = engine(
+            *scenario.configs,
+            capacity=scenario.capacity,
+            instant_evictions=False,
+            reclaim_delay=delay,
+        )
+    eng.lazy_runtimes = lazy
+    log = _decision_log(eng, scenario, stream)
+    eng.tree.settle()
+    log.append(runtime_map(eng))
+    return log, eng
+
+
+@st.composite
+def even_scenarios(draw: st.DrawFn) -> Scenario:
+    """Two levels of Cohorts over quotas that share one weight per level (the bench's shape,
+    small): the shares stay in the regimes where subtrees can be deferred."""
+    tops = draw(st.integers(2, 3))
+    mids = draw(st.integers(1, 2))
+    per = draw(st.integers(1, 3))
+    low = draw(st.integers(2, 6))
+    configs = []
+    quotas = []
+    for t in range(tops):
+        for m in range(mids):
+            for q in range(per):
+                name = f"q{t}{m}{q}"
+                quotas.append(name)
+                configs.append(quota(name, f"m{t}{m}", min={"x": low}, max={"x": 2 * low}))
+            configs.append(cohort(f"m{t}{m}", f"t{t}", min={"x": low * per}))
+        configs.append(cohort(f"t{t}", None, min={"x": low * per * mids}))
+    capacity = {"x": low * per * mids * tops, "y": 0}
+    pods = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(quotas),
+                st.fixed_dictionaries({"x": st.integers(1, 2), "y": st.just(0)}),
+                st.integers(0, 1),
+                st.booleans(),
+            ),
+            min_size=10,
+            max_size=60,
+        )
+    )
+    return Scenario(configs, capacity, pods)
+
+
+@PROPERTY
+@given(
+    st.one_of(scenarios(), lender_stories(), even_scenarios()),
+    events,
+    st.sampled_from([None, 0.0, 30.0]),
+)
+def test_deferred_subtrees_change_no_decision_and_no_runtime(
+    scenario: Scenario, stream: list[tuple[str, int]], delay: float | None
+) -> None:
+    """`QuotaTree.lazy` (subtrees whose share only falls are left unevaluated until read,
+    `deferral.py`) takes the same decisions, with the same words, and ends with the same
+    runtimes as evaluating every runtime at once, which equal a full recomputation."""
+    lazy_log, lazy_eng = _lazy_log(scenario, stream, delay, True)
+    eager_log, _ = _lazy_log(scenario, stream, delay, False)
+    assert lazy_log == eager_log
+    incremental = runtime_map(lazy_eng)
+    lazy_eng.tree.recompute()
+    assert runtime_map(lazy_eng) == incremental
+
+
+tree_events = st.lists(
+    st.tuples(
+        st.sampled_from(["arrive"] * 6 + ["leave", "admit", "release", "capacity"]),
+        st.integers(0, 1000),
+        st.fixed_dictionaries({r: st.integers(0, 3) for r in RESOURCES}),
+        st.booleans(),  # read a random node afterwards (brings its subtree up to date)
+    ),
+    min_size=20,
+    max_size=80,
+)
+
+
+@PROPERTY
+@given(st.one_of(scenarios(), even_scenarios(), even_scenarios()), tree_events)
+def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
+    scenario: Scenario, stream: list[tuple[str, int, dict[str, int], bool]]
+) -> None:
+    """Two trees, one lazy, take the same pod events, settle() after each. Every runtime read
+    from the lazy one equals the eager one's. The lazy one reports no change the eager one
+    does not; what it leaves out are quotas under a deferred subtree whose runtimes only
+    went down, that are not over their runtime and where no node around gained room (the
+    quotas the decider's shortcut skips); and every quota whose runtime or guarantee went
+    up is in its `grown_quotas`."""
+    lazy_eng, eager_eng = build(scenario), build(scenario)
+    lazy, eager = lazy_eng.tree, eager_eng.tree
+    lazy.set_lazy(True)
+    lazy.settle(), eager.settle()
+    quotas = sorted(n.name for n in eager.live_nodes() if n.is_quota)
+    names = sorted(n.name for n in eager.live_nodes())
+    requests: dict[str, list[dict[str, int]]] = {q: [] for q in quotas}
+    held: dict[str, list[dict[str, int]]] = {q: [] for q in quotas}
+    before = {(n.name, r): n.runtime[r] for n in eager.live_nodes() for r in n.resources}
+    arrivals = 0
+    for kind, draw, request, read in stream:
+        if not quotas:
+            return
+        q = quotas[draw % len(quotas)]
+        if kind == "arrive" and draw % 4:
+            # Mostly the burst's order: a few pods of one quota, then the next quota's.
+            q = quotas[(arrivals // 3) % len(quotas)]
+            arrivals += 1
+        for tree in (lazy, eager):
+            if kind == "arrive":
+                tree.add_request(q, request)
+            elif kind == "leave" and requests[q]:
+                tree.add_request(q, requests[q][-1], -1)
+            elif kind == "admit" and requests[q]:
+                tree.add_used(q, requests[q][-1])
+            elif kind == "release" and held[q]:
+                tree.add_used(q, held[q][-1], -1)
+            elif kind == "capacity":
+                tree.set_capacity(dict.fromkeys(RESOURCES, draw % 150))
+        if kind == "arrive":
+            requests[q].append(request)
+        elif kind == "leave" and requests[q]:
+            requests[q].pop()
+        elif kind == "admit" and requests[q]:
+            held[q].append(requests[q][-1])
+        elif kind == "release" and held[q]:
+            held[q].pop()
+        lazy_changed, eager_changed = lazy.settle(), eager.settle()
+        after = {(n.name, r): n.runtime[r] for n in eager.live_nodes() for r in n.resources}
+        assert lazy_changed <= eager_changed
+        near = eager.grown_quotas
+        for name in eager_changed - lazy_changed:
+            node = eager.node(name)
+            assert node is not None
+            path = [a.name for a in eager.path_up(node)]
+            assert not near & {name, *path}, name  # the decider would look at it
+            for r in node.resources:
+                assert after[(name, r)] <= before[(name, r)], (name, r)
+                assert node.used[r] <= node.runtime[r], (name, r)
+        assert eager.grown_quotas & set(quotas) <= lazy.grown_quotas
+        if read:
+            name = names[draw % len(names)]
+            node = lazy.node(name)
+            assert node is not None
+            assert {r: node.runtime[r] for r in node.resources} == {
+                r: after[(name, r)] for r in node.resources
+            }
+        before = after
+    assert {(n.name, r): n.runtime[r] for n in lazy.live_nodes() for r in n.resources} == before

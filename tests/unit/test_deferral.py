@@ -1,0 +1,170 @@
+"""Deferred subtrees (`QuotaTree.lazy`, `deferral.py`) on the contended burst's shape.
+
+A tree of Cohorts over quotas that all ask more than their min, on a cluster that holds
+exactly the mins, pods of one quota arriving together (bench_engine's contended burst,
+small): the decisions and their words, pod by pod, and the final runtimes are the same
+whether runtimes below a shrinking Cohort are left unevaluated or not, and the lazy run
+does leave subtrees unevaluated.
+"""
+
+from __future__ import annotations
+
+from builders import cohort, engine, pod, quota
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quotree.accounts import TreeNode
+from quotree.deferral import UNBOUNDED, node_margin
+from quotree.engine import Engine
+from quotree.runtime import QuotaTree
+from quotree.sharing import water_fill
+
+TOPS, MIDS, PER, PODS = 3, 3, 4, 10
+MINS = {"x": 40, "g": 2}
+
+
+def _burst(lazy: bool) -> tuple[list[object], Engine]:
+    configs = []
+    for t in range(TOPS):
+        for m in range(MIDS):
+            for q in range(PER):
+                configs.append(
+                    quota(
+                        f"q{t}{m}{q}",
+                        f"m{t}{m}",
+                        min=MINS,
+                        max={r: 2 * v for r, v in MINS.items()},
+                    )
+                )
+            configs.append(cohort(f"m{t}{m}", f"t{t}", min={r: v * PER for r, v in MINS.items()}))
+        configs.append(cohort(f"t{t}", min={r: v * PER * MIDS for r, v in MINS.items()}))
+    eng = engine(*configs, capacity={r: v * PER * MIDS * TOPS for r, v in MINS.items()})
+    eng.lazy_runtimes = lazy
+    log: list[object] = []
+    now = 0
+    for t in range(TOPS):
+        for m in range(MIDS):
+            for q in range(PER):
+                for i in range(PODS):
+                    now += 1
+                    eng.observe_pod(pod(f"q{t}{m}{q}", f"p{i}", {"x": 6, "g": 1}, created=now))
+                    out = eng.decide(float(now))
+                    log.append(
+                        (
+                            out.admitted,
+                            [(e.pod, e.kind, e.reason) for e in out.evictions],
+                            out.labels,
+                            out.pending,
+                        )
+                    )
+    log.append(sorted((r.key, r.state, r.reason, r.capacity) for r in eng.pod_records()))
+    eng.tree.settle()
+    log.append({(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources})
+    return log, eng
+
+
+def test_the_contended_burst_decides_the_same_with_deferred_subtrees() -> None:
+    lazy_log, lazy_eng = _burst(True)
+    eager_log, eager_eng = _burst(False)
+    assert lazy_eng.tree.deferrals > 0  # the lazy path was taken
+    assert eager_eng.tree.deferrals == 0
+    assert lazy_log == eager_log
+    evictions = sum(len(entry[1]) for entry in lazy_log[:-2])  # type: ignore[index,arg-type]
+    assert evictions > 0  # reclaims happened in between (the demand moved back up)
+
+
+def test_a_tree_alone_defers_nothing_unless_asked() -> None:
+    assert QuotaTree().lazy is False
+
+
+def _parent(needs: list[int], weights: list[int], total: int) -> TreeNode:
+    """A Cohort with children of min 0 and the given demands, as `node_margin` reads it."""
+    parent = TreeNode("p", None, 1)
+    children = []
+    for i, (need, weight) in enumerate(zip(needs, weights, strict=True)):
+        child = TreeNode(f"c{i}", None, 2)
+        child.demand, child.min, child.weight = {"x": need}, {"x": 0}, {"x": weight}
+        children.append(child)
+    parent.children_in = {"x": children}
+    parent.runtime, parent.guarantee = {"x": total}, {"x": 0}
+    parent.sum_min, parent.sum_target = {"x": 0}, {"x": sum(needs)}
+    return parent
+
+
+def test_no_share_rises_while_the_total_falls_within_the_margin() -> None:
+    """Where `node_margin` allows a fall, every step down gives no child more (checked
+    against water_fill itself); with unequal weights (the Alabama paradox) it allows none
+    where a share would rise."""
+    cases = [
+        ([2, 10, 10, 9, 12], [3] * 5),
+        ([7, 10, 1, 11, 11, 4], [1] * 6),
+        ([5, 5, 5], [1, 1, 1]),
+        ([100, 100, 100], [6, 6, 2]),
+        ([3, 8, 8, 8], [2, 2, 2, 2]),
+    ]
+    allowed = 0
+    for needs, weights in cases:
+        names = [f"c{i}" for i in range(len(needs))]
+        for total in range(1, sum(needs)):
+            margin = node_margin(_parent(needs, weights, total), "x")
+            low = 0 if margin >= UNBOUNDED else max(total - margin, 0)
+            before = water_fill(total, needs, weights, names)
+            for lower in range(total - 1, low - 1, -1):
+                allowed += 1
+                after = water_fill(lower, needs, weights, names)
+                assert all(a <= b for a, b in zip(after, before, strict=True)), (needs, lower)
+                before = after
+    assert allowed > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(1, 12), min_size=2, max_size=7),
+    st.one_of(st.just([]), st.lists(st.integers(1, 3), min_size=7, max_size=7)),
+)
+def test_node_margin_never_allows_a_rising_share(needs: list[int], weights: list[int]) -> None:
+    """Over random needs, with one weight or several: from every total, each step down within
+    `node_margin` gives no child more than the step before (water_fill itself decides)."""
+    weights = weights[: len(needs)] if weights else [2] * len(needs)
+    names = [f"c{i}" for i in range(len(needs))]
+    for total in range(1, sum(needs)):
+        margin = node_margin(_parent(needs, weights, total), "x")
+        low = 0 if margin >= UNBOUNDED else max(total - margin, 0)
+        before = water_fill(total, needs, weights, names)
+        for lower in range(total - 1, low - 1, -1):
+            after = water_fill(lower, needs, weights, names)
+            assert all(a <= b for a, b in zip(after, before, strict=True)), (total, lower)
+            before = after
+
+
+def _two_tops(lazy: bool) -> QuotaTree:
+    configs = []
+    for t in range(2):
+        for q in range(2):
+            configs.append(quota(f"q{t}{q}", f"m{t}", min=4, max=8))
+        configs.append(cohort(f"m{t}", f"t{t}", min=8))
+        configs.append(cohort(f"t{t}", None, min=8))
+    tree = engine(*configs, capacity=16).tree
+    tree.set_lazy(lazy)
+    tree.settle()
+    return tree
+
+
+def test_a_deferred_subtree_whose_share_rises_again_reports_who_grew() -> None:
+    """t1's quotas ask more and more: t0's share falls and its subtree is deferred; then a pod
+    of t1 leaves: t0's share rises, and the quotas below it are reported grown, as the
+    eager tree reports them."""
+    trees = {lazy: _two_tops(lazy) for lazy in (True, False)}
+    for tree in trees.values():
+        for q in ["q00"] * 5 + ["q01"] * 5 + ["q10"] * 6 + ["q11"] * 2:
+            tree.add_request(q, {"x": 1})
+            tree.settle()
+    assert trees[True].deferrals > 0
+    grown = {}
+    for lazy, tree in trees.items():
+        tree.add_request("q11", {"x": 1}, -1)
+        tree.add_request("q10", {"x": 3}, -1)
+        tree.settle()
+        grown[lazy] = tree.grown_quotas
+    assert {"q00", "q01"} <= grown[False]
+    assert grown[False] <= grown[True]
