@@ -9,8 +9,13 @@ Versions are given as source folders (`--version after=. --version before=/tmp/s
 each run uses that folder's `quotree` and `bench/bench_engine.py` (PYTHONPATH), and the
 same seed, so every version sees the same events. Rounds alternate the versions' order.
 
+With `--counts`, each version runs each case once more, untimed, counting per event the
+quotas the decider looks at (`Decider._decide_quota`), the pending queues it scans
+(`_scan_pending`), the pods whose demand moves to another flavor (`_charge_to`) and the
+evictions: what the time is spent on.
+
 Run: .venv/bin/python bench/bench_flavor_ab.py --version after=. [--version before=DIR]
-     [--sizes 1000,10000] [--events 2000] [--rounds 2]
+     [--sizes 1000,10000] [--events 2000] [--rounds 2] [--counts]
 Prints one JSON line per run, then a Markdown table of the medians over the rounds, with
 each shape's p50 against the flavorless single-tree p50 of the same version.
 """
@@ -35,15 +40,41 @@ SHAPES = [(0, 1), (2, 1), (0, 2), (2, 2)]  # (flavors, trees)
 Case = tuple[int, int, int, bool, int]
 
 
-def worker(folder: str, case: Case) -> None:
+def _count(counts: dict[str, int]) -> None:
+    """Count the decider's work (the version under test's `Decider`)."""
+    decider = importlib.import_module("quotree.decide").Decider
+    for method in ("_decide_quota", "_scan_pending"):
+        original = getattr(decider, method)
+
+        def counted(
+            self: object, *args: object, _f: object = original, _m: str = method, **kwargs: object
+        ) -> object:
+            counts[_m] += 1
+            return _f(self, *args, **kwargs)  # type: ignore[operator]
+
+        setattr(decider, method, counted)
+    charge_to = decider._charge_to
+
+    def moving(self: object, record: object, flavor: str) -> None:
+        if record.flavor != flavor:  # type: ignore[attr-defined]
+            counts["demand moves"] += 1
+        charge_to(self, record, flavor)
+
+    decider._charge_to = moving
+
+
+def worker(folder: str, case: Case, counting: bool = False) -> None:
     flavors, trees, n, contended, events = case
     sys.path.insert(0, str(Path(folder) / "bench"))
     b = importlib.import_module("bench_engine")  # the version under test's
+    counts = dict.fromkeys(("_decide_quota", "_scan_pending", "demand moves", "evictions"), 0)
 
     b.FLAVORS[:] = [f"f{i}" for i in range(flavors)]
     rnd = random.Random(7)
     engine, pods = b.build_engine(n, contended, trees)
     b._evicted(engine, engine.decide(1.0))
+    if counting:
+        _count(counts)
     costs = []
     for k in range(events):
         facts = rnd.choice(pods)
@@ -54,7 +85,11 @@ def worker(folder: str, case: Case) -> None:
             engine.observe_pod(facts)
         decisions = engine.decide(2.0 + k)
         costs.append(time.process_time() - start)
+        counts["evictions"] += len(decisions.evictions)
         b._evicted(engine, decisions)
+    if counting:
+        print(json.dumps({k: v / events for k, v in counts.items()}))
+        return
     costs.sort()
     print(
         json.dumps(
@@ -67,9 +102,10 @@ def worker(folder: str, case: Case) -> None:
     )
 
 
-def run(folder: str, case: Case) -> dict:
+def run(folder: str, case: Case, counting: bool = False) -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(folder).resolve())}
     args = [sys.executable, __file__, "--worker", folder, *(str(int(x)) for x in case)]
+    args += ["count"] if counting else []
     out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
     result: dict = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -78,13 +114,14 @@ def run(folder: str, case: Case) -> dict:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         flavors, trees, n, contended, events = (int(x) for x in sys.argv[3:8])
-        worker(sys.argv[2], (flavors, trees, n, bool(contended), events))
+        worker(sys.argv[2], (flavors, trees, n, bool(contended), events), "count" in sys.argv)
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--version", action="append", required=True, help="name=folder")
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--counts", action="store_true", help="count the decider's work too")
     args = parser.parse_args()
     versions = [tuple(v.split("=", 1)) for v in args.version]
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -112,6 +149,37 @@ def main() -> None:
                             ),
                             flush=True,
                         )
+
+    if args.counts:
+        print(
+            "\n| regime | quotas | flavors | trees | version | per event: "
+            + " | ".join(("quotas looked at", "queues scanned", "demand moves", "evictions"))
+            + " |"
+        )
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for n in sizes:
+            for regime in ("roomy", "contended"):
+                for flavors, trees in SHAPES:
+                    for name, folder in versions:
+                        case = (flavors, trees, n, regime == "contended", args.events)
+                        c = run(folder, case, counting=True)
+                        print(
+                            f"| {regime} | {n:,} | {flavors} | {trees} | {name} | "
+                            + " | ".join(
+                                f"{c[k]:.2f}"
+                                for k in (
+                                    "_decide_quota",
+                                    "_scan_pending",
+                                    "demand moves",
+                                    "evictions",
+                                )
+                            )
+                            + " |",
+                            flush=True,
+                        )
+
+    if not results:
+        return
 
     def med(key: tuple[str, str, int, int, int], field: str) -> float:
         return statistics.median(r[field] for r in results[key])
