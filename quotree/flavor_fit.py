@@ -25,8 +25,11 @@ from the root down the quota's path (the semantics' "Runtime", steps 1 to 5):
 
 A resource whose charge is the same on both flavors keeps its runtimes
 exactly (runtime is per resource): it is checked against the current numbers.
-The property tests (`tests/unit/test_flavor_fit_properties.py`) compare
-placements with and without this shortcut.
+The `max(g(c), ...)` only matters if the bases can add up to more than `T`, which
+valid trees do not allow (a Cohort's cap is at least its min); it is kept so that the
+bound does not rest on that. The property tests
+(`tests/unit/test_flavor_fit_properties.py`) check that the bounds hold whatever demand
+is added on the path, and compare placements with and without this shortcut.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from quotree import flavor_fit
 from quotree.engine import Engine
 from quotree.models import (
     GPU_MEMORY,
@@ -274,3 +275,30 @@ def test_the_flavor_bound_changes_no_decision_in_a_forest(
     world: World, stream: list[tuple[Any, ...]], mode: str, delay: float
 ) -> None:
     _same_decisions(world, stream, mode, delay)
+
+
+@PROPERTY
+@given(worlds(forest=False), events, st.integers(1, 6))
+def test_the_bound_is_above_every_runtime_the_moved_demand_gives(
+    world: World, stream: list[tuple[Any, ...]], extra: int
+) -> None:
+    """`flavor_fit`'s bounds hold whatever demand is added on the quota's path: the quota's
+    and every ancestor's runtime, and the quota's guarantee, stay at or below them."""
+    eng = _engine(world, "simulate", 0.0)
+    _run(eng, world, stream)
+    tree = eng.tree
+    for name in world.namespaces:
+        node = tree.node(name)
+        if node is None:
+            continue
+        path = tree.path_up(node)
+        for resource in sorted(node.resources):
+            ancestors, runtime, guarantee = flavor_fit._path_bounds(node, path, resource)
+            tree.add_request(name, {resource: extra})
+            tree.node(name)  # settle
+            assert node.runtime[resource] <= runtime
+            assert node.guarantee[resource] <= guarantee
+            for ancestor, bound in zip(path, ancestors, strict=True):
+                assert ancestor.runtime[resource] <= bound
+            tree.add_request(name, {resource: -extra})
+            tree.node(name)
