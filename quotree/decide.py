@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from quotree import admission
+from quotree import admission, flavor_fit
 from quotree.accounts import TreeNode
 from quotree.eviction import (
     Eviction,
@@ -618,6 +618,47 @@ class Decider:
             self.tree_of(quota).add_request(quota, record.request)
         record.reason_key = None
 
+    #: Judge a flavor the pod is not charged to by a bound first (`flavor_fit.judge`), and
+    #: move its demand there only when it may fit (off: move it to every flavor that passes
+    #: `admission.may_fit`; the property tests compare both).
+    bound_flavors = True
+
+    def _cannot_fit_on(
+        self,
+        name: str,
+        node: TreeNode,
+        path: list[TreeNode],
+        record: PodRecord,
+        charged: Mapping[str, int],
+        *,
+        waits: str | None,
+    ) -> bool:
+        """True when, were the pending pod charged `charged` (its demand moved to that
+        flavor in every tree), it could neither be admitted there nor wait there
+        (`waits`: the wait flavor found so far), by `flavor_fit.judge`'s bound: then its
+        demand need not move there to look."""
+        self.tree_of(name).node(name)  # runtimes settled
+        held = None if record.preemptible else self._quota_pods[name].non_preemptible_used
+        verdict = flavor_fit.judge(node, path, held, charged, record.request)
+        if verdict is flavor_fit.Verdict.QUOTA_SHORT:
+            return True  # neither admitted nor waiting there
+        if verdict is flavor_fit.Verdict.ANCESTOR_SHORT and waits is not None:
+            return True  # not admitted there, and it already has a wait flavor
+        if waits is None:
+            return False  # it may be the wait flavor: only the exact numbers say
+        for other in record.also:
+            tree = self.tree_of(other)
+            other_node = tree.node(other)
+            if other_node is None or not other_node.is_quota:
+                return True
+            held = None if record.preemptible else self._quota_pods[other].non_preemptible_used
+            verdict = flavor_fit.judge(
+                other_node, tree.path_up(other_node), held, charged, record.request
+            )
+            if verdict is not flavor_fit.Verdict.MAY_FIT:
+                return True  # not admitted there (another tree), and it waits elsewhere
+        return False
+
     def _place_on_flavor(
         self,
         name: str,
@@ -678,10 +719,14 @@ class Decider:
                     record.facts.request,
                     self.flavors.get(flavor) or FlavorConfig(flavor),
                 )
-                if not admission.may_fit(node, [], charged):
-                    continue
-                if wait is not None and not admission.may_fit(node, path, charged):
-                    continue
+                if self.bound_flavors:
+                    if self._cannot_fit_on(name, node, path, record, charged, waits=wait):
+                        continue
+                else:
+                    if not admission.may_fit(node, [], charged):
+                        continue
+                    if wait is not None and not admission.may_fit(node, path, charged):
+                        continue
             self._charge_to(record, flavor)
             self.tree_of(name).node(name)  # runtimes follow the moved demand
             if admission.non_preemptible_shortfall(node, pods, record):

@@ -1,0 +1,209 @@
+"""Per-event engine cost with flavors and trees, before and after, alternated in one run.
+
+For each size (quotas), regime (roomy, contended) and shape (no flavors or `--flavors 2`
+of `bench_engine.py`, 1 tree or 2), one process per run builds the engine with
+`bench_engine.build_engine` of the version under test and times `--events` random pod
+events (`forget_pod` / `observe_pod` + `decide()`, evictions carried out at once) in CPU
+time (`time.process_time`, which moves less with the machine's load than wall time).
+Versions are given as source folders (`--version after=. --version before=/tmp/snap`);
+each run uses that folder's `quotree` and `bench/bench_engine.py` (PYTHONPATH), and the
+same seed, so every version sees the same events. Rounds alternate the versions' order.
+
+With `--counts`, each version runs each case once more, untimed, counting per event the
+quotas the decider looks at (`Decider._decide_quota`), the pending queues it scans
+(`_scan_pending`), the pods whose demand moves to another flavor (`_charge_to`) and the
+evictions: what the time is spent on.
+
+Run: .venv/bin/python bench/bench_flavor_ab.py --version after=. [--version before=DIR]
+     [--sizes 1000,10000] [--events 2000] [--rounds 2] [--counts]
+Prints one JSON line per run, then a Markdown table of the medians over the rounds, with
+each shape's p50 against the flavorless single-tree p50 of the same version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SHAPES = [(0, 1), (2, 1), (0, 2), (2, 2)]  # (flavors, trees)
+
+
+#: One run: (flavors, trees, quotas, contended, events).
+Case = tuple[int, int, int, bool, int]
+
+
+def _count(counts: dict[str, int]) -> None:
+    """Count the decider's work (the version under test's `Decider`)."""
+    decider = importlib.import_module("quotree.decide").Decider
+    for method in ("_decide_quota", "_scan_pending"):
+        original = getattr(decider, method)
+
+        def counted(
+            self: object, *args: object, _f: object = original, _m: str = method, **kwargs: object
+        ) -> object:
+            counts[_m] += 1
+            return _f(self, *args, **kwargs)  # type: ignore[operator]
+
+        setattr(decider, method, counted)
+    charge_to = decider._charge_to
+
+    def moving(self: object, record: object, flavor: str) -> None:
+        if record.flavor != flavor:  # type: ignore[attr-defined]
+            counts["demand moves"] += 1
+        charge_to(self, record, flavor)
+
+    decider._charge_to = moving
+
+
+def worker(folder: str, case: Case, counting: bool = False) -> None:
+    flavors, trees, n, contended, events = case
+    sys.path.insert(0, str(Path(folder) / "bench"))
+    b = importlib.import_module("bench_engine")  # the version under test's
+    counts = dict.fromkeys(("_decide_quota", "_scan_pending", "demand moves", "evictions"), 0)
+
+    b.FLAVORS[:] = [f"f{i}" for i in range(flavors)]
+    rnd = random.Random(7)
+    engine, pods = b.build_engine(n, contended, trees)
+    b._evicted(engine, engine.decide(1.0))
+    if counting:
+        _count(counts)
+    costs = []
+    for k in range(events):
+        facts = rnd.choice(pods)
+        start = time.process_time()
+        if facts.key in engine.pods:
+            engine.forget_pod(facts.key)
+        else:
+            engine.observe_pod(facts)
+        decisions = engine.decide(2.0 + k)
+        costs.append(time.process_time() - start)
+        counts["evictions"] += len(decisions.evictions)
+        b._evicted(engine, decisions)
+    if counting:
+        print(json.dumps({k: v / events for k, v in counts.items()}))
+        return
+    costs.sort()
+    print(
+        json.dumps(
+            {
+                "p50_ms": statistics.median(costs) * 1e3,
+                "p99_ms": costs[min(int(0.99 * len(costs)), len(costs) - 1)] * 1e3,
+                "mean_ms": statistics.mean(costs) * 1e3,
+            }
+        )
+    )
+
+
+def run(folder: str, case: Case, counting: bool = False) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(Path(folder).resolve())}
+    args = [sys.executable, __file__, "--worker", folder, *(str(int(x)) for x in case)]
+    args += ["count"] if counting else []
+    out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+    result: dict = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        flavors, trees, n, contended, events = (int(x) for x in sys.argv[3:8])
+        worker(sys.argv[2], (flavors, trees, n, bool(contended), events), "count" in sys.argv)
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--version", action="append", required=True, help="name=folder")
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--counts", action="store_true", help="count the decider's work too")
+    args = parser.parse_args()
+    versions = [tuple(v.split("=", 1)) for v in args.version]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    results: dict[tuple[str, str, int, int, int], list[dict]] = {}
+    for round_ in range(args.rounds):
+        order = versions if round_ % 2 == 0 else list(reversed(versions))
+        for n in sizes:
+            for regime in ("roomy", "contended"):
+                for flavors, trees in SHAPES:
+                    for name, folder in order:
+                        case = (flavors, trees, n, regime == "contended", args.events)
+                        row = run(folder, case)
+                        results.setdefault((name, regime, n, flavors, trees), []).append(row)
+                        print(
+                            json.dumps(
+                                {
+                                    "round": round_,
+                                    "version": name,
+                                    "regime": regime,
+                                    "quotas": n,
+                                    "flavors": flavors,
+                                    "trees": trees,
+                                    **row,
+                                }
+                            ),
+                            flush=True,
+                        )
+
+    if args.counts:
+        print(
+            "\n| regime | quotas | flavors | trees | version | per event: "
+            + " | ".join(("quotas looked at", "queues scanned", "demand moves", "evictions"))
+            + " |"
+        )
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for n in sizes:
+            for regime in ("roomy", "contended"):
+                for flavors, trees in SHAPES:
+                    for name, folder in versions:
+                        case = (flavors, trees, n, regime == "contended", args.events)
+                        c = run(folder, case, counting=True)
+                        print(
+                            f"| {regime} | {n:,} | {flavors} | {trees} | {name} | "
+                            + " | ".join(
+                                f"{c[k]:.2f}"
+                                for k in (
+                                    "_decide_quota",
+                                    "_scan_pending",
+                                    "demand moves",
+                                    "evictions",
+                                )
+                            )
+                            + " |",
+                            flush=True,
+                        )
+
+    if not results:
+        return
+
+    def med(key: tuple[str, str, int, int, int], field: str) -> float:
+        return statistics.median(r[field] for r in results[key])
+
+    print(
+        "\n| regime | quotas | flavors | trees | "
+        + " | ".join(
+            f"{name} p50 ms | {name} p99 ms | {name} p50 / no flavors, 1 tree"
+            for name, _ in versions
+        )
+        + " |"
+    )
+    print("| --- | --- | --- | --- |" + " --- | --- | --- |" * len(versions))
+    for regime in ("roomy", "contended"):
+        for n in sizes:
+            for flavors, trees in SHAPES:
+                cells = []
+                for name, _ in versions:
+                    key = (name, regime, n, flavors, trees)
+                    base = med((name, regime, n, 0, 1), "p50_ms")
+                    p50 = med(key, "p50_ms")
+                    cells += [f"{p50:.3f}", f"{med(key, 'p99_ms'):.3f}", f"{p50 / base:.2f}x"]
+                print(f"| {regime} | {n:,} | {flavors} | {trees} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
