@@ -35,7 +35,7 @@ __all__ = ["WebhookProcess", "exit_status"]
 
 logger = logging.getLogger("quotree.webhooks")
 
-SYNC_INTERVAL = 0.05
+SYNC_INTERVAL = 0.02
 RESTART_DELAY = 1.0
 RESTART_DELAY_MAX = 30.0
 #: A worker that served this long before it exited is restarted after `RESTART_DELAY` again.
