@@ -242,8 +242,9 @@ async def test_pod_creates_follow_the_operators_view(operator: Operator) -> None
     await until(team_a_free, 5, "the webhook process to see quota team-a go")
     denied = await operator.post("/pods-mutate", pod_review("team-b", {QUOTA_LABEL: "nowhere"}))
     assert not denied["response"]["allowed"]
-    assert "ElasticQuota nowhere does not cover namespace team-b" in (
-        denied["response"]["status"]["message"]
+    assert (
+        "ElasticQuota nowhere does not cover namespace team-b"
+        in (denied["response"]["status"]["message"])
     )
     assert operator.passed == []  # all answered by the webhook process itself
 
