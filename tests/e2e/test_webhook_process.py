@@ -28,6 +28,7 @@ from tests.e2e.test_webhooks_rules import (
     apply_file,
     operator_env,
     pod_manifest,
+    quota_manifest,
     wait_known,
 )
 
@@ -132,7 +133,9 @@ def test_a_killed_webhook_process_is_replaced(
     # The new process has the operator's view: pods are charged again.
     assert charged(dry_run_pod(namespace)) == f"q-{suffix}"
     # Quota objects are still judged by the operator (passed on by the new process).
-    bad = quota_text(f"q-{suffix}", namespace).replace('max: {cpu: "0"}', 'max: {cpu: "-1"}')
-    output = apply_file(tmp_path, bad)
+    parent = f"apiVersion: quotree.io/v1alpha1\nkind: Cohort\nmetadata: {{name: c-{suffix}}}\n"
+    accepted(apply_file(tmp_path, parent + 'spec:\n  min: {cpu: "1"}\n'))
+    output = apply_file(tmp_path, quota_manifest(f"big-{suffix}", namespace, f"c-{suffix}", "2"))
     assert output.returncode != 0
-    assert "elasticquotas-validate.quotree.io" in output.stderr
+    assert 'admission webhook "elasticquotas-validate.quotree.io" denied' in output.stderr
+    assert f"over c-{suffix}'s min of 1" in output.stderr, output.stderr
