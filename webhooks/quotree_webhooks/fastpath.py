@@ -1,9 +1,8 @@
 """The pod CREATE webhook answered directly, without Kopf's admission machinery.
 
 Why a module of its own: every pod created in a managed namespace waits for this
-answer, so its cost is paid once per pod, on the event loop the operator's own
-decisions and writes share. Kopf's generic path (handlers.mutate_pod) builds a
-Body, runs the handler through its retry and logging machinery and then finds the
+answer, so its cost is paid once per pod (in the webhook process, worker.py). Kopf's
+generic path (handlers.mutate_pod) builds a Body, runs the handler through its retry and logging machinery and then finds the
 JSON patch by diffing the whole pod against its patched copy; under a burst of
 creations that was most of the webhook's time (bench/RESULTS.md, issue 12). The
 decision is the same function (`decisions.review_pod_create`) and the answer the
