@@ -160,7 +160,16 @@ class Worker:
         site = aiohttp.web.TCPSite(
             runner, config.host or None, config.port, ssl_context=self.context, reuse_address=True
         )
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            logger.error(
+                "webhooks: the webhook process cannot listen on %s:%d: %s",
+                config.host,
+                config.port,
+                exc.strerror or exc,
+            )
+            raise SystemExit(1) from None
         logger.info(
             "webhooks: the webhook process %d serves %s:%d", os.getpid(), config.host, config.port
         )

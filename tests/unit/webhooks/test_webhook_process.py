@@ -16,6 +16,7 @@ import secrets
 import signal
 import socket
 import ssl
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -283,3 +284,32 @@ async def test_a_killed_webhook_process_is_replaced(operator: Operator) -> None:
     assert operator.process.starts == 2
     # The new one was given the coverage before it listened.
     assert gated(await operator.post("/pods-mutate", pod_review("team-a")))
+
+
+async def test_a_port_in_use_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
+    pki = tls.ensure_pki(tmp_path / "pki", ["127.0.0.1"])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ours, theirs = socket.socketpair()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "quotree_webhooks.worker",
+            str(theirs.fileno()),
+            pass_fds=(theirs.fileno(),),
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        )
+        theirs.close()
+        _, writer = await asyncio.open_unix_connection(sock=ours)
+        config = WorkerConfig("127.0.0.1", port, str(pki.cert), str(pki.key), frozenset(), "\0x")
+        await write_message(writer, "config", config)
+        await write_message(writer, "coverage", Engine().coverage)
+        _, stderr = await asyncio.wait_for(proc.communicate(), 30)
+        writer.close()
+    text = stderr.decode()
+    assert proc.returncode == 1, text
+    assert f"the webhook process cannot listen on 127.0.0.1:{port}" in text, text
+    assert "Traceback" not in text, text
