@@ -71,8 +71,11 @@ class Coverage:
         self._covering = self._trees[DEFAULT_TREE]
         self._home: dict[str, str | None] = {}  # quota -> its own namespace
         self._tree_of: dict[str, str] = {}  # quota -> its tree
+        #: Counts changes: the webhook process's copy is resent when it moves (docs/webhooks.md).
+        self.version = 0
 
     def add(self, config: NodeConfig) -> None:
+        self.version += 1
         covering = self._trees.setdefault(config.tree, {})
         for namespace in namespaces_of(config):
             covering.setdefault(namespace, set()).add(config.name)
@@ -80,6 +83,7 @@ class Coverage:
         self._tree_of[config.name] = config.tree
 
     def remove(self, config: NodeConfig) -> None:
+        self.version += 1
         covering = self._trees.get(config.tree, {})
         for namespace in namespaces_of(config):
             names = covering.get(namespace)

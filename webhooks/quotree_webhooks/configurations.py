@@ -47,6 +47,7 @@ __all__ = [
     "COHORTS_VALIDATE",
     "CONFIGURATION_NAME",
     "ELASTICQUOTAS_VALIDATE",
+    "METRIC_WEBHOOKS",
     "NAMESPACES_VALIDATE",
     "PODS_MUTATE",
     "PODS_MUTATE_UNLABELLED",
@@ -70,6 +71,8 @@ COHORTS_VALIDATE = "cohorts-validate"
 ELASTICQUOTAS_VALIDATE = "elasticquotas-validate"
 NAMESPACES_VALIDATE = "namespaces-validate"
 TIMEOUT_SECONDS = 5
+#: The `webhook` label of the metrics; any other path counts as "other".
+METRIC_WEBHOOKS = frozenset({PODS_MUTATE, PODS_VALIDATE, COHORTS_VALIDATE, ELASTICQUOTAS_VALIDATE})
 #: The unlabelled namespaces' pod webhook: short, since a slow answer there is ignored.
 UNLABELLED_TIMEOUT_SECONDS = 2
 

@@ -12,7 +12,7 @@ import time
 from collections import ChainMap
 from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from quotree import (
     ADMISSION_GATE,
@@ -21,6 +21,7 @@ from quotree import (
     ConfigError,
     Engine,
     NodeConfig,
+    Resolution,
     Verdict,
     check_apply_forest,
     check_delete,
@@ -32,6 +33,7 @@ __all__ = [
     "LABEL_PREFIX",
     "PodMutation",
     "RecentlyAllowed",
+    "Resolver",
     "describe_pod",
     "node_identity",
     "review_namespace",
@@ -192,6 +194,13 @@ def review_node(
     return verdict
 
 
+class Resolver(Protocol):
+    """What the pod CREATE review asks: `Engine.resolve`, or the webhook process's copy of
+    the engine's `Coverage` (the same function on the same data; worker.py)."""
+
+    def resolve(self, namespace: str, labels: Mapping[str, str]) -> Resolution: ...
+
+
 @dataclass(frozen=True, slots=True)
 class PodMutation:
     """What to do with a pod on CREATE: deny it, or set labels and add the gate."""
@@ -208,7 +217,7 @@ class PodMutation:
 
 
 def review_pod_create(
-    engine: Engine, pod: Mapping[str, Any], namespace: str, never_gated: Collection[str] = ()
+    engine: Resolver, pod: Mapping[str, Any], namespace: str, never_gated: Collection[str] = ()
 ) -> PodMutation:
     """Which quota a new pod is charged to (docs/webhooks.md), as label and gate changes.
 

@@ -1,14 +1,14 @@
 """The pod CREATE webhook answered directly, without Kopf's admission machinery.
 
 Why a module of its own: every pod created in a managed namespace waits for this
-answer, so its cost is paid once per pod, on the event loop the operator's own
-decisions and writes share. Kopf's generic path (handlers.mutate_pod) builds a
-Body, runs the handler through its retry and logging machinery and then finds the
-JSON patch by diffing the whole pod against its patched copy; under a burst of
-creations that was most of the webhook's time (bench/RESULTS.md, issue 12). The
-decision is the same function (`decisions.review_pod_create`) and the answer the
-same AdmissionReview: here the JSON patch is written from the decision, which
-names exactly what changes (a label or two and the gate list).
+answer, so its cost is paid once per pod (in the webhook process, worker.py). Kopf's
+generic path (handlers.mutate_pod) builds a Body, runs the handler through its retry
+and logging machinery and then finds the JSON patch by diffing the whole pod against
+its patched copy; under a burst of creations that was most of the webhook's time
+(bench/RESULTS.md, issue 12). The decision is the same function
+(`decisions.review_pod_create`) and the answer the same AdmissionReview: here the JSON
+patch is written from the decision, which names exactly what changes (a label or two
+and the gate list).
 
 A review whose object is not shaped like a pod (metadata or spec not a map) gets
 None, and the server hands it to Kopf's path, whose answer to malformed objects
@@ -20,13 +20,13 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from quotree_webhooks import decisions
 from quotree_webhooks.settings import WebhookState
 
-__all__ = ["json_patch", "mutate_pod_review"]
+__all__ = ["answer_is_error", "json_patch", "mutate_pod", "mutate_pod_review"]
 
 logger = logging.getLogger("quotree.webhooks")
 
@@ -64,9 +64,34 @@ def json_patch(pod: Mapping[str, Any], mutation: decisions.PodMutation) -> list[
     return ops
 
 
+def answer_is_error(status: int, body: bytes | bytearray | None) -> bool:
+    """An answer that is not a decision: a malformed request (400), not ready or failed (5xx).
+
+    Denials are answered with 403 (handlers.DENIED) and are not errors; this is the
+    `error` of the metrics (quotree_webhook_errors_total).
+    """
+    if status >= 500:
+        return True
+    if not body:
+        return False
+    try:
+        code = json.loads(body)["response"]["status"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return isinstance(code, int) and (code == 400 or code >= 500)
+
+
 def mutate_pod_review(state: WebhookState, review: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`mutate_pod` with the operator's engine and settings."""
+    return mutate_pod(state.engine, state.settings.never_gated, review)
+
+
+def mutate_pod(
+    resolver: decisions.Resolver, never_gated: Collection[str], review: Mapping[str, Any]
+) -> dict[str, Any] | None:
     """The AdmissionReview answer to a pod CREATE, as handlers.mutate_pod would give it.
 
+    `resolver` is the engine, or the webhook process's copy of its coverage (worker.py).
     None: the object is not shaped like a pod; Kopf's path answers it instead.
     """
     request = review.get("request")
@@ -92,9 +117,7 @@ def mutate_pod_review(state: WebhookState, review: Mapping[str, Any]) -> dict[st
     if not namespace:
         return answer  # as handlers._mutate: nothing to decide without it
     try:
-        mutation = decisions.review_pod_create(
-            state.engine, pod, namespace, state.settings.never_gated
-        )
+        mutation = decisions.review_pod_create(resolver, pod, namespace, never_gated)
     except Exception as exc:
         what = decisions.describe_pod(pod)
         logger.exception("webhooks: %s: unexpected error", what)

@@ -1,17 +1,22 @@
-"""The webhook server: quotree's certificates, Kopf's HTTPS server, our webhook configurations.
+"""The webhook server: quotree's certificates, the webhook process, our webhook configurations.
 
-The entry point (quotree_main) calls `configure(settings, state)` from its start-up
+The entry point (quotree_main) calls `configure(settings, state, api)` from its start-up
 handler. From then on Kopf runs `QuotreeWebhookServer`, which:
 
 1. learns the operator's own user name through the shared API client
    (`state.api`): the pod UPDATE webhook lets only that user change quotree's
    labels and gate;
-2. serves HTTPS with the certificate `tls.ensure_pki` made, and checks every
-   hour whether it is due for renewal (Kopf notices the new files and
-   restarts its listener with them);
-3. each time the listener (re)starts, writes the Mutating- and
-   ValidatingWebhookConfiguration `quotree.io` (see `configurations`) with
-   the CA bundle and a URL, or a Service when `settings.service` is set.
+2. listens on a Unix socket of its own (abstract, private to the pod's network
+   namespace) with Kopf's admission machinery behind it: the handlers in handlers.py;
+3. starts the webhook process (process.py, worker.py), which serves HTTPS at
+   `settings.host:port` with the certificate `tls.ensure_pki` made, answers the pod
+   CREATE reviews itself and passes every other review to that socket;
+4. once the webhook process listens, writes the Mutating- and
+   ValidatingWebhookConfiguration `quotree.io` (see `configurations`) with the CA bundle
+   and a URL, or a Service when `settings.service` is set;
+5. checks every minute whether the certificate files changed (renewed here every hour
+   when due, or by cert-manager), then tells the webhook process to load them and writes
+   the configurations again (a renewed CA changes their caBundle).
 
 The configurations are left in place when the operator stops, on purpose:
 pod creation in managed namespaces then fails fast (docs/webhooks.md).
@@ -24,6 +29,8 @@ import base64
 import ipaddress
 import json
 import logging
+import os
+import secrets
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,14 +41,10 @@ import kopf
 
 from quotree_webhooks import fastpath, tls
 from quotree_webhooks.cert_secret import sync_from_secret
-from quotree_webhooks.configurations import (
-    COHORTS_VALIDATE,
-    ELASTICQUOTAS_VALIDATE,
-    PODS_MUTATE,
-    PODS_VALIDATE,
-    build_configurations,
-)
+from quotree_webhooks.configurations import METRIC_WEBHOOKS, build_configurations
+from quotree_webhooks.process import WebhookProcess
 from quotree_webhooks.settings import WebhookApi, WebhookSettings, WebhookState
+from quotree_webhooks.wire import WorkerConfig
 
 __all__ = ["QuotreeWebhookServer", "configure", "serving_hosts"]
 
@@ -49,27 +52,20 @@ logger = logging.getLogger("quotree.webhooks")
 
 #: How often the serving certificate is checked for renewal, in seconds.
 RENEW_CHECK_INTERVAL = 3600.0
+#: How often the certificate files are checked for changes (renewed here or by cert-manager).
+FILE_CHECK_INTERVAL = 60.0
 #: Service port the API server calls in a cluster deployment.
 SERVICE_PORT = 443
 #: Our webhooks (paths), the `webhook` label of the metrics; anything else counts as "other".
-WEBHOOKS = frozenset({PODS_MUTATE, PODS_VALIDATE, COHORTS_VALIDATE, ELASTICQUOTAS_VALIDATE})
+WEBHOOKS = METRIC_WEBHOOKS
 
 
 def _is_error(response: aiohttp.web.StreamResponse) -> bool:
-    """An answer that is not a decision: a malformed request (400), not ready or failed (5xx).
-
-    Denials are answered with 403 (handlers.DENIED) and are not errors.
-    """
-    if response.status >= 500:
-        return True
+    """An answer that is not a decision (fastpath.answer_is_error)."""
     body = getattr(response, "body", None)
-    if not isinstance(body, bytes | bytearray):
-        return False
-    try:
-        code = json.loads(body)["response"]["status"]["code"]
-    except (ValueError, KeyError, TypeError):
-        return False
-    return isinstance(code, int) and (code == 400 or code >= 500)
+    return fastpath.answer_is_error(
+        response.status, body if isinstance(body, bytes | bytearray) else None
+    )
 
 
 def serving_hosts(settings: WebhookSettings) -> list[str]:
@@ -112,7 +108,7 @@ async def _retry(what: str, call: Any, *args: Any) -> Any:
 
 
 class QuotreeWebhookServer(kopf.WebhookServer):
-    """Kopf's aiohttp server, plus our certificates and webhook configurations."""
+    """Kopf's admission server, served through the webhook process; see module docstring."""
 
     def __init__(self, *, state: WebhookState, api: WebhookApi, pki: tls.Pki) -> None:
         settings = state.settings
@@ -126,39 +122,9 @@ class QuotreeWebhookServer(kopf.WebhookServer):
         self.state = state
         self.settings = settings
         self.api = api
-
-    async def _serve(  # type: ignore[override]  # Kopf calls it as self._serve(fn, request)
-        self, fn: Any, request: aiohttp.web.Request
-    ) -> aiohttp.web.Response:
-        """`_answer`, timed and reported to `state.on_answer` (the metrics) when set."""
-        started = time.perf_counter()
-        error = True
-        try:
-            response = None
-            if request.match_info.get("id") == PODS_MUTATE:
-                response = await self._answer_pod_create(request)
-            if response is None:
-                response = await QuotreeWebhookServer._answer(fn, request)
-            error = _is_error(response)
-            return response
-        finally:
-            report = self.state.on_answer
-            if report is not None:
-                path = request.path.strip("/")
-                report(path if path in WEBHOOKS else "other", time.perf_counter() - started, error)
-
-    async def _answer_pod_create(self, request: aiohttp.web.Request) -> aiohttp.web.Response | None:
-        """The pod CREATE webhook without Kopf's machinery (fastpath.py); None: let Kopf answer."""
-        try:
-            review = json.loads(await request.read())
-        except ValueError:
-            return None
-        if not isinstance(review, dict):
-            return None
-        answer = fastpath.mutate_pod_review(self.state, review)
-        if answer is None:
-            return None
-        return aiohttp.web.Response(body=json.dumps(answer), content_type="application/json")
+        self.pki = pki
+        #: The running webhook process's supervisor (None until the server starts).
+        self.process: WebhookProcess | None = None
 
     @staticmethod
     async def _answer(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
@@ -194,13 +160,15 @@ class QuotreeWebhookServer(kopf.WebhookServer):
             )
         return response
 
-    def _client_config(self, from_kopf: dict[str, Any]) -> dict[str, Any]:
+    def _client_config(self) -> dict[str, Any]:
         ca_bundle = base64.b64encode(Path(str(self.cafile)).read_bytes()).decode()
         if self.settings.service:
             namespace, _, name = self.settings.service.partition("/")
             service = {"namespace": namespace, "name": name, "port": SERVICE_PORT}
             return {"service": service, "caBundle": ca_bundle}
-        return {"url": from_kopf["url"], "caBundle": ca_bundle}
+        host = self._get_accessible_addr(self.settings.host)
+        url = self._build_url("https", host, self.settings.port, "")
+        return {"url": url, "caBundle": ca_bundle}
 
     async def _ensure_pki(self, hosts: list[str]) -> tls.Pki:
         """The certificate files; from the shared Secret when there is one (cert_secret)."""
@@ -211,17 +179,52 @@ class QuotreeWebhookServer(kopf.WebhookServer):
             tls.ensure_pki, self.settings.cert_dir, hosts, provided=self.settings.cert_provided
         )
 
-    async def _renew_forever(self) -> None:
-        hosts = serving_hosts(self.settings)
-        while True:
-            await asyncio.sleep(RENEW_CHECK_INTERVAL)
+    async def _write_configurations(self, username: str) -> None:
+        client_config = self._client_config()
+        mutating, validating = build_configurations(
+            client_config, never_gated=self.settings.never_gated, operator_username=username
+        )
+        await _retry(
+            "writing the webhook configurations",
+            self.api.apply_webhook_configurations,
+            mutating,
+            validating,
+        )
+        where = client_config.get("url") or client_config.get("service")
+        logger.info("webhooks: serving at %s; configurations quotree.io written", where)
+
+    def _file_stamps(self) -> tuple[tuple[int, int], ...]:
+        stamps = []
+        for path in (self.pki.cert, self.pki.key, self.pki.ca_cert):
             try:
-                pki = await self._ensure_pki(hosts)
-            except Exception as exc:
-                logger.error("webhooks: cannot renew the serving certificate: %s", exc)
-                continue
-            if pki.renewed:
-                logger.info("webhooks: renewed the serving certificate in %s", pki.cert.parent)
+                stat = path.stat()
+                stamps.append((stat.st_mtime_ns, stat.st_size))
+            except OSError:
+                stamps.append((0, 0))
+        return tuple(stamps)
+
+    async def _renew_forever(self, process: WebhookProcess, username: str) -> None:
+        hosts = serving_hosts(self.settings)
+        stamps = self._file_stamps()
+        next_renewal = time.monotonic() + RENEW_CHECK_INTERVAL
+        while True:
+            await asyncio.sleep(FILE_CHECK_INTERVAL)
+            if time.monotonic() >= next_renewal:
+                next_renewal = time.monotonic() + RENEW_CHECK_INTERVAL
+                try:
+                    pki = await self._ensure_pki(hosts)
+                except Exception as exc:
+                    logger.error("webhooks: cannot renew the serving certificate: %s", exc)
+                else:
+                    if pki.renewed:
+                        logger.info(
+                            "webhooks: renewed the serving certificate in %s", pki.cert.parent
+                        )
+            now = self._file_stamps()
+            if now != stamps:
+                stamps = now
+                await process.reload_certificates()
+                await self._write_configurations(username)
 
     async def __call__(self, fn: Any) -> AsyncIterator[Any]:
         username = await _retry("asking the API who the operator is", self.api.whoami)
@@ -230,32 +233,51 @@ class QuotreeWebhookServer(kopf.WebhookServer):
             "webhooks: the operator is %s; only it may change quotree's pod labels", username
         )
         if self.settings.cert_secret:
-            # Before Kopf's listener reads the files: serve the certificate all replicas share.
+            # Before the webhook process reads the files: the certificate all replicas share.
             await _retry(
                 f"reading the shared certificate (Secret {self.settings.cert_secret})",
                 self._ensure_pki,
                 serving_hosts(self.settings),
             )
-        renewer = asyncio.create_task(self._renew_forever())
+
+        async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
+            return await QuotreeWebhookServer._answer(fn, request)
+
+        # The reviews the webhook process passes on; it counts them in the metrics.
+        upstream = f"\0quotree-webhooks-{os.getpid()}-{secrets.token_hex(6)}"
+        app = aiohttp.web.Application()
+        app.add_routes([aiohttp.web.post("/{id:.*}", serve)])
+        runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
+        await runner.setup()
+        tasks: list[asyncio.Task[None]] = []
         try:
-            async for from_kopf in super().__call__(fn):
-                client_config = self._client_config(dict(from_kopf))
-                mutating, validating = build_configurations(
-                    client_config,
+            await aiohttp.web.UnixSite(runner, upstream).start()
+            process = WebhookProcess(
+                self.state,
+                WorkerConfig(
+                    host=self.settings.host,
+                    port=self.settings.port,
+                    certfile=str(self.pki.cert),
+                    keyfile=str(self.pki.key),
                     never_gated=self.settings.never_gated,
-                    operator_username=username,
-                )
-                await _retry(
-                    "writing the webhook configurations",
-                    self.api.apply_webhook_configurations,
-                    mutating,
-                    validating,
-                )
-                where = client_config.get("url") or client_config.get("service")
-                logger.info("webhooks: serving at %s; configurations quotree.io written", where)
-                yield from_kopf
+                    upstream=upstream,
+                    log_level=logging.getLevelName(
+                        logging.getLogger("quotree").getEffectiveLevel()
+                    ),
+                ),
+            )
+            self.process = process
+            tasks.append(asyncio.create_task(process.run(), name="quotree-webhook-process"))
+            await process.serving.wait()
+            await self._write_configurations(username)
+            tasks.append(asyncio.create_task(self._renew_forever(process, username)))
+            yield self._client_config()
+            await asyncio.Event().wait()  # serve until Kopf stops the server
         finally:
-            renewer.cancel()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await runner.cleanup()
 
 
 def configure(settings: kopf.OperatorSettings, state: WebhookState, api: WebhookApi) -> None:

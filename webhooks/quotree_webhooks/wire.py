@@ -1,0 +1,65 @@
+"""The messages between the operator's process and its webhook process (process.py, worker.py).
+
+Why a module of its own: both ends must frame messages the same way, and neither end
+imports the other (the worker must not load Kopf). The channel is one end of a Unix
+socket pair the operator made before starting the worker, so nothing else can write to
+it; a message is a 4-byte big-endian length and a pickle of a tuple whose first item
+names it:
+
+operator -> worker
+  ("config", WorkerConfig)            first, once per worker: where to listen, what to read
+  ("coverage", Coverage)              the engine's namespace -> quota coverage, when it changed
+  ("reload-certs",)                   the serving certificate files were renewed
+
+worker -> operator
+  ("serving",)                        the HTTPS listener is up
+  ("answers", [(webhook, s, error)])  requests answered since the last batch (the metrics)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MAX_MESSAGE", "WorkerConfig", "read_message", "write_message"]
+
+_LENGTH = struct.Struct(">I")
+#: A message larger than this is a broken channel, not a message.
+MAX_MESSAGE = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """What the webhook process needs to know besides the coverage."""
+
+    host: str
+    port: int
+    #: The serving certificate and key (tls.Pki's cert and key).
+    certfile: str
+    keyfile: str
+    #: WebhookSettings.never_gated.
+    never_gated: frozenset[str]
+    #: The operator's own listener (a Unix socket, abstract when it starts with NUL), which
+    #: answers every request the worker does not: the quota-object and pod UPDATE reviews.
+    upstream: str
+    log_level: str = "INFO"
+
+
+async def write_message(writer: asyncio.StreamWriter, *message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    writer.write(_LENGTH.pack(len(data)) + data)
+    await writer.drain()
+
+
+async def read_message(reader: asyncio.StreamReader) -> tuple[Any, ...]:
+    """The next message; `asyncio.IncompleteReadError` when the other end is gone."""
+    (length,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
+    if length > MAX_MESSAGE:
+        raise ValueError(f"webhook process channel: a message of {length} bytes")
+    message = pickle.loads(await reader.readexactly(length))
+    if not isinstance(message, tuple) or not message or not isinstance(message[0], str):
+        raise ValueError("webhook process channel: not a message")
+    return message

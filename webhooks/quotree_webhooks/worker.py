@@ -1,0 +1,229 @@
+"""The webhook process: quotree's HTTPS webhook endpoint, off the operator's event loop.
+
+Why a process of its own: every pod created in a managed namespace waits for the pod
+CREATE review. Served from the operator's process, that answer queued behind the
+operator's own watch handling and admission writes on one event loop, and under one
+GIL (bench/RESULTS.md, issue 12, target 3). This process answers it with its own loop
+and interpreter; the operator starts and supervises it (process.py, docs/webhooks.md).
+
+What it answers itself: the pod CREATE review (`/pods-mutate`, also called for the
+unlabelled namespaces), with `fastpath.mutate_pod`, the same decision function the
+operator's engine uses, over a copy of the engine's `Coverage` (namespace -> the quotas
+covering it: all `Engine.resolve` reads), which the operator sends whenever it changes.
+Everything else (Cohort and ElasticQuota reviews, which read the whole tree, the pods
+admitted and recently allowed objects; pod UPDATE and namespace reviews; a review Kopf
+must answer because its object is malformed) is passed, as received, to the operator's
+own listener on a Unix socket, and its answer returned as it is.
+
+It counts each request it answers (webhook, seconds, error) and sends them to the
+operator in batches, which adds them to the operator's /metrics. It exits when the
+operator's end of the channel closes, and is killed by the kernel when the operator dies
+(PR_SET_PDEATHSIG), so it never serves with a view nobody updates.
+
+Run as `python -m quotree_webhooks.worker FD`, FD being its end of the socket pair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import logging
+import os
+import signal
+import socket
+import ssl
+import sys
+import time
+
+import aiohttp
+import aiohttp.web
+
+from quotree.resolution import Coverage
+from quotree_webhooks import fastpath
+from quotree_webhooks.configurations import METRIC_WEBHOOKS, PODS_MUTATE
+from quotree_webhooks.wire import WorkerConfig, read_message, write_message
+
+__all__ = ["Worker", "main"]
+
+logger = logging.getLogger("quotree.webhooks")
+
+#: Seconds between two batches of answers sent to the operator (its metrics lag that much).
+REPORT_INTERVAL = 0.25
+#: The operator's listener must answer within the API server's webhook timeout.
+UPSTREAM_TIMEOUT = 10.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to kill this process when the operator dies (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: the closed channel still stops it
+
+
+class Worker:
+    """One webhook process: the channel to the operator, the coverage, the HTTPS server."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.config: WorkerConfig | None = None
+        self.coverage: Coverage | None = None
+        self.context: ssl.SSLContext | None = None
+        self.answers: list[tuple[str, float, bool]] = []
+        self.session: aiohttp.ClientSession | None = None
+
+    # ------------------------------------------------------------ requests
+
+    async def handle(self, request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
+        started = time.perf_counter()
+        webhook = request.match_info.get("id", "")
+        error = True
+        try:
+            body = await request.read()
+            response = None
+            if webhook == PODS_MUTATE:
+                response = self.mutate(body)
+            if response is None:
+                response = await self.forward(request, body)
+            error = fastpath.answer_is_error(response.status, response.body)  # type: ignore[arg-type]
+            return response
+        finally:
+            label = webhook if webhook in METRIC_WEBHOOKS else "other"
+            self.answers.append((label, time.perf_counter() - started, error))
+
+    def mutate(self, body: bytes) -> aiohttp.web.Response | None:
+        """The pod CREATE review answered here; None: the operator's Kopf path answers it."""
+        assert self.config is not None
+        assert self.coverage is not None
+        try:
+            review = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(review, dict):
+            return None
+        answer = fastpath.mutate_pod(self.coverage, self.config.never_gated, review)
+        if answer is None:
+            return None
+        return aiohttp.web.Response(
+            body=json.dumps(answer).encode(), content_type="application/json"
+        )
+
+    async def forward(self, request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
+        """Pass a review to the operator's own listener and return its answer."""
+        assert self.session is not None
+        headers = {"Content-Type": request.headers.get("Content-Type", "application/json")}
+        try:
+            async with self.session.post(
+                f"http://quotree{request.path}", data=body, headers=headers
+            ) as upstream:
+                return aiohttp.web.Response(
+                    status=upstream.status,
+                    body=await upstream.read(),
+                    content_type=upstream.content_type,
+                )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            logger.error("webhooks: the operator did not answer %s: %s", request.path, exc)
+            return aiohttp.web.Response(status=503, text="quotree operator not answering")
+
+    # ------------------------------------------------------------ channel
+
+    def load_certificate(self) -> None:
+        assert self.config is not None
+        if self.context is None:
+            self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        # New handshakes use the new chain; open connections keep theirs.
+        self.context.load_cert_chain(self.config.certfile, self.config.keyfile)
+
+    async def report(self) -> None:
+        while True:
+            await asyncio.sleep(REPORT_INTERVAL)
+            if self.answers:
+                batch, self.answers = self.answers, []
+                await write_message(self.writer, "answers", batch)
+
+    async def serve(self) -> None:
+        config = self.config
+        assert config is not None
+        self.load_certificate()
+        connector = aiohttp.UnixConnector(path=config.upstream)
+        self.session = aiohttp.ClientSession(
+            connector=connector, timeout=aiohttp.ClientTimeout(total=UPSTREAM_TIMEOUT)
+        )
+        app = aiohttp.web.Application()
+        app.add_routes([aiohttp.web.post("/{id:.*}", self.handle)])
+        runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
+        await runner.setup()
+        site = aiohttp.web.TCPSite(
+            runner, config.host or None, config.port, ssl_context=self.context, reuse_address=True
+        )
+        try:
+            await site.start()
+        except OSError as exc:
+            logger.error(
+                "webhooks: the webhook process cannot listen on %s:%d: %s",
+                config.host,
+                config.port,
+                exc.strerror or exc,
+            )
+            raise SystemExit(1) from None
+        logger.info(
+            "webhooks: the webhook process %d serves %s:%d", os.getpid(), config.host, config.port
+        )
+        await write_message(self.writer, "serving")
+
+    async def run(self) -> None:
+        reporter: asyncio.Task[None] | None = None
+        try:
+            while True:
+                try:
+                    message = await read_message(self.reader)
+                except asyncio.IncompleteReadError:
+                    return  # the operator closed the channel: stop serving
+                kind = message[0]
+                if kind == "config":
+                    self.config = message[1]
+                    logging.getLogger("quotree").setLevel(self.config.log_level)
+                elif kind == "coverage":
+                    self.coverage = message[1]
+                    if reporter is None:
+                        await self.serve()
+                        reporter = asyncio.create_task(self.report())
+                elif kind == "reload-certs":
+                    self.load_certificate()
+                    logger.info("webhooks: the webhook process loaded the renewed certificate")
+        finally:
+            if reporter is not None:
+                reporter.cancel()
+            if self.session is not None:
+                await self.session.close()
+
+
+async def _main(fd: int) -> None:
+    sock = socket.socket(fileno=fd)
+    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    await Worker(reader, writer).run()
+
+
+def main(argv: list[str]) -> int:
+    _die_with_parent()
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s",
+    )
+    if len(argv) != 2 or not argv[1].isdigit():
+        print("usage: python -m quotree_webhooks.worker FD", file=sys.stderr)
+        return 2
+    # Ctrl-C in a terminal reaches the whole process group: the operator stops this
+    # process by closing the channel, in its own time.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    asyncio.run(_main(int(argv[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
