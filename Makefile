@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv tools lint typecheck unit e2e test run simulate-demo bench bench-engine bench-operator bench-webhooks bench-kueue-shape clean \
+.PHONY: venv tools lint typecheck unit e2e test run simulate-demo bench bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape clean \
 	image deploy undeploy
 
 $(STAMP): pyproject.toml
@@ -57,16 +57,25 @@ simulate-demo: $(STAMP)
 # bench-kueue-shape wants the scheduler's client rate limit raised and room for 1,000 pods
 # (see its docstring), e.g. QUOTREE_SCHEDULER_QPS=500 QUOTREE_SCHEDULER_BURST=1000
 # QUOTREE_NODES=12 on a fresh `hack/cluster.sh up`.
-bench: bench-engine bench-operator bench-webhooks bench-kueue-shape
+bench: bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape
 
 bench-engine: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
+
+# Flavors and trees against the flavorless single tree, per event (this checkout only; add
+# --version before=DIR to compare with another version, see its docstring).
+bench-flavors: $(STAMP)
+	$(BIN)/python bench/bench_flavor_ab.py --version after=. --sizes 1000,10000 --events 2000 --rounds 2
 
 bench-operator: $(STAMP)
 	$(BIN)/python bench/bench_operator.py --write
 
 bench-webhooks: $(STAMP)
 	$(BIN)/python bench/bench_webhooks.py --burst 150 --burst-rounds 4
+
+# The webhook process's own cost per review against a no-op server, no cluster.
+bench-webhook-process: $(STAMP)
+	$(BIN)/python bench/bench_webhook_process.py
 
 bench-kueue-shape: $(STAMP)
 	$(BIN)/python bench/bench_kueue_shape.py
