@@ -22,6 +22,7 @@ from typing import Any
 
 from quotree_operator.client import Kube, KubeError, write_event_retrying
 from quotree_operator.inputs import Inputs, QuotaObject
+from quotree_operator.metrics import METRICS
 from quotree_operator.status import Desired, StatusMemory, desired
 
 __all__ = [
@@ -63,6 +64,7 @@ class StatusWriter:
         self.memory = memory
         self._writes = asyncio.Semaphore(max(4, concurrency // 6))
         self._tasks: set[asyncio.Task[None]] = set()
+        self._rounds = 0  # rounds written so far (the first one is logged)
 
     async def run(self) -> None:
         """Write what changed, coalesced (see STATUS_BACKOFF), while this replica leads."""
@@ -94,8 +96,16 @@ class StatusWriter:
             if patch is None and annotations is None:
                 continue
             writes.append(self._write(key, obj, new, patch, annotations))
+        METRICS.status_round(len(self.inputs.quota_objects), len(writes))
         if writes:
             await asyncio.gather(*writes)
+        if not self._rounds:
+            logger.info(
+                "first status round: %d objects compared, %d written",
+                len(self.inputs.quota_objects),
+                len(writes),
+            )
+        self._rounds += 1
 
     async def _write(
         self,
