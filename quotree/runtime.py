@@ -68,6 +68,9 @@ class QuotaTree:
         # skips a quota only when neither it nor any of its ancestors is in it.
         self._grown: set[str] = set()
         self.grown_quotas: set[str] = set()
+        # Every node (Cohort or ElasticQuota) whose runtime changed since `take_moved()`;
+        # None: every node may have (a rebuild). The operator writes only their statuses.
+        self._moved: set[str] | None = None
 
     # ------------------------------------------------------------ configuration
 
@@ -304,6 +307,7 @@ class QuotaTree:
         # Every ElasticQuota, live or not: one that just went inactive must be looked at too.
         self.changed_quotas = {name for name, cfg in self.structure.items() if cfg.is_leaf}
         self._grown = set(self.changed_quotas)
+        self._moved = None
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
@@ -311,6 +315,12 @@ class QuotaTree:
         changed, self.changed_quotas = self.changed_quotas, set()
         self.grown_quotas, self._grown = self._grown, set()
         return changed
+
+    def take_moved(self) -> set[str] | None:
+        """The nodes whose runtime changed since the last call (None: maybe every node)."""
+        self._update()
+        moved, self._moved = self._moved, set()
+        return moved
 
     def _update(self) -> None:
         # Queries (node(), reports) update runtimes too, but leave `changed_quotas` for the
@@ -374,6 +384,8 @@ class QuotaTree:
             for child in distribute(
                 parent, resource, hints, at_root=parent is self.root, grown=self._grown
             ):
+                if self._moved is not None:
+                    self._moved.add(child.name)
                 if child.is_quota:
                     self.changed_quotas.add(child.name)
                 elif resource in child.children_in and child not in dirty:

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 
-from quotree.engine import Engine
+from quotree.engine import Decisions, Engine
 from quotree_operator.actuator import Actuator
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
@@ -64,8 +64,24 @@ class Controller:
     def set_leading(self, leading: bool) -> None:
         """This replica (no longer) holds the leader Lease."""
         self.signals.leading = leading
+        self.inputs.dirty.all()  # what another replica wrote meanwhile is compared again
         METRICS.set_leader(leading)
         self.signals.changed()
+
+    def _decided_on(self, decisions: Decisions) -> None:
+        """The quotas whose pods were admitted or are evicted show other numbers now."""
+        dirty, pods = self.inputs.dirty, self.engine.pods
+        for key, _ in decisions.admitted:
+            record = pods.get(key)
+            if record is not None:
+                dirty.add(record.quota)
+                for other in record.also:
+                    dirty.add(other)
+        for eviction in decisions.evictions:
+            dirty.add(eviction.quota)
+            record = pods.get(eviction.pod)
+            for other in record.also if record is not None else ():
+                dirty.add(other)
 
     async def decision_loop(self) -> None:
         """Decide whenever an input changed, and at least every TICK seconds."""
@@ -86,5 +102,6 @@ class Controller:
                 await asyncio.sleep(TICK)
                 continue
             if decisions:
+                self._decided_on(decisions)
                 self.actuator.carry_out(decisions)
                 signals.status_dirty.set()
