@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -311,13 +312,26 @@ class Inputs:
             self.observe_flavor(body, deleted=False)
         for body in await kube.list_all("nodes"):
             self.observe_cluster_node(body, deleted=False)
+        started = time.monotonic()
         for kind in ("Cohort", "ElasticQuota"):
-            for body in await kube.list_all(kind):
-                self.observe_quota_object(body, deleted=False)
-        pods, version = await kube.list_with_version("pods")
-        for body in pods:
-            self.observe_pod(body, deleted=False)
+            async for page, _ in kube.list_pages(kind):
+                for body in page:
+                    self.observe_quota_object(body, deleted=False)
+        quotas_done = time.monotonic()
+        # Page by page: each page is taken in while the next one is listed, and the
+        # bodies of 30,000 pods are never all held at once (issue 12).
+        count, version = 0, ""
+        async for page, page_version in kube.list_pages("pods"):
+            version = page_version
+            for body in page:
+                self.observe_pod(body, deleted=False)
+            count += len(page)
+            del page
         logger.info(
-            "loaded %d quota objects and %d pods from the API", len(self.quota_objects), len(pods)
+            "loaded %d quota objects (%.1fs) and %d pods (%.1fs) from the API",
+            len(self.quota_objects),
+            quotas_done - started,
+            count,
+            time.monotonic() - quotas_done,
         )
         return version
