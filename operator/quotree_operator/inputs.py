@@ -208,6 +208,7 @@ class Inputs:
             except ConfigError as exc:
                 logger.warning("%s", exc)
                 return
+            key = facts.key  # the same string, kept once for the engine and here
             metadata = body["metadata"]
             spec = body.get("spec") or {}
             gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())

@@ -68,7 +68,8 @@ class StatusWriter:
         self.kube = kube
         self.inputs = inputs
         self.memory = memory
-        self._writes = asyncio.Semaphore(max(4, concurrency // 6))
+        self._width = max(4, concurrency // 6)
+        self._writes = asyncio.Semaphore(self._width)
         self._tasks: set[asyncio.Task[None]] = set()
         self._rounds = 0  # rounds written so far (the first one is logged)
         self._full_at = time.monotonic()  # the last round that compared every object
@@ -94,7 +95,9 @@ class StatusWriter:
 
     async def write_statuses(self) -> None:
         now = _now()
-        writes = []
+        writes: list[
+            tuple[str, QuotaObject, Desired, dict[str, Any] | None, dict[str, str] | None]
+        ] = []
         due = self.due()
         for key in due:
             obj = self.inputs.quota_objects.get(key)
@@ -106,10 +109,18 @@ class StatusWriter:
             patch, annotations = self.memory.changes(key, new, now)
             if patch is None and annotations is None:
                 continue
-            writes.append(self._write(key, obj, new, patch, annotations))
+            writes.append((key, obj, new, patch, annotations))
         METRICS.status_round(len(due), len(writes))
         if writes:
-            await asyncio.gather(*writes)
+            # A few writers take the writes in turn: one coroutine per write would be
+            # 11,000 at once after a start-up at 10,000 quotas (memory; issue 12).
+            queue = iter(writes)
+
+            async def writer() -> None:
+                for args in queue:
+                    await self._write(*args)
+
+            await asyncio.gather(*(writer() for _ in range(min(len(writes), self._width))))
         if not self._rounds:
             logger.info(
                 "first status round: %d objects compared, %d written", len(due), len(writes)
