@@ -189,8 +189,11 @@ def namespace_items(names: list[str]) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+RUNNING: list[OperatorProcess] = []  # stopped at the end whatever happens
+
+
 def operator(name: str) -> OperatorProcess:
-    return start_operator(
+    op = start_operator(
         {
             "QUOTREE_WEBHOOK_PORT": str(WEBHOOK_PORT),
             "QUOTREE_METRICS_PORT": str(METRICS_PORT),
@@ -200,6 +203,8 @@ def operator(name: str) -> OperatorProcess:
         log_name=f"operator-scale-{name}",
         ready=None,
     )
+    RUNNING.append(op)
+    return op
 
 
 def stop(op: OperatorProcess) -> None:
@@ -222,7 +227,7 @@ class Startup:
     """When the operator's log shows each start-up phase, on the benchmark's clock."""
 
     MARKS = (
-        ("loaded", "quota objects and"),
+        ("loaded", "quota objects ("),
         ("leading", "acquired the leader lease"),
         ("status", "first status round"),
         ("webhooks", "configurations quotree.io written"),
@@ -406,6 +411,8 @@ async def main() -> None:
             api = Api(session, cluster.APISERVER_URL)
             await run(api, r, nq, middle, n_pods)
     finally:
+        for op in RUNNING:
+            op.stop()
         if not args.keep:
             cluster.cluster_down()
     r["bench_s"] = time.monotonic() - t_bench
@@ -483,7 +490,7 @@ async def run(api: Api, r: dict[str, Any], nq: int, middle: int, n_pods: int) ->
     await asyncio.wait_for(watcher, timeout=300)
     st.at["admitted"] = max(seen.values()) - t0
     r["startup"] = dict(st.at)
-    r["startup_loaded_line"] = st.line("quota objects and")
+    r["startup_loaded_line"] = st.line("quota objects (")
     r["startup_status_line"] = st.line("first status round")
     log(f"start-up: {st.at}")
 

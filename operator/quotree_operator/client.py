@@ -249,8 +249,13 @@ class Kube:
             item.setdefault("kind", kind)
         return data
 
-    async def pod_events(self, version: str) -> AsyncGenerator[dict[str, Any], None]:
-        """One watch of every Pod from `version`: each event as the API sends it, parsed.
+    def pod_events(self, version: str) -> AsyncGenerator[dict[str, Any], None]:
+        """One watch of every Pod from `version` (`watch_events`)."""
+        return self.watch_events("pods", version)
+
+    async def watch_events(self, what: str, version: str) -> AsyncGenerator[dict[str, Any], None]:
+        """One watch of every Pod, Cohort or ElasticQuota (`what` as for `list_pages`) from
+        `version`: each event as the API sends it, parsed.
 
         Events are `{"type": ..., "object": ...}` with the object as the API's own JSON
         (camelCase), bookmarks and ERROR events included; the caller keeps the position
@@ -258,17 +263,20 @@ class Kube:
         connection raises KubeError. Use it inside `contextlib.aclosing`, so the stream is
         closed (not handed back to the pool: it may be cut mid-way) when the caller stops.
         """
-        response = await self._call(
-            "watch pods",
-            self.core.list_pod_for_all_namespaces(
-                watch=True,
-                resource_version=version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=WATCH_TIMEOUT,
-                _preload_content=False,
-                _request_timeout=(30, WATCH_TIMEOUT + 60),
-            ),
-        )
+        options: dict[str, Any] = {
+            "watch": True,
+            "resource_version": version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": WATCH_TIMEOUT,
+            "_preload_content": False,
+            "_request_timeout": (30, WATCH_TIMEOUT + 60),
+        }
+        if what == "pods":
+            call = self.core.list_pod_for_all_namespaces(**options)
+        else:
+            plural = "cohorts" if what == "Cohort" else "elasticquotas"
+            call = self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **options)
+        response = await self._call(f"watch {what}", call)
         buffer = b""
         try:
             async for chunk in response.content.iter_any():
@@ -280,12 +288,12 @@ class Kube:
                     try:
                         event = json.loads(line)
                     except ValueError:
-                        logger.warning("pod watch: unreadable event %r", line[:200])
+                        logger.warning("%s watch: unreadable event %r", what, line[:200])
                         continue
                     yield event
         except Exception as exc:
             if _failed_call(exc):
-                raise _convert(exc, "watch pods") from None
+                raise _convert(exc, f"watch {what}") from None
             raise
         finally:
             response.close()

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 from quotree.engine import Decisions, Engine
 from quotree_operator.actuator import Actuator
@@ -56,6 +57,21 @@ class Controller:
     async def load(self) -> None:
         """Rebuild the engine from the API; call before any watch starts."""
         self._pods_version = await self.inputs.load(self.kube)
+
+    async def watch_quota_objects(self, kind: str) -> None:
+        """Every Cohort or ElasticQuota (`kind`) change after `load()`, forever (not through
+        Kopf: issue 12, podwatch.py)."""
+        inputs = self.inputs
+
+        def observe(body: dict[str, Any], deleted: bool) -> None:
+            body.setdefault("kind", kind)
+            inputs.observe_quota_object(body, deleted)
+
+        def relist(bodies: list[dict[str, Any]]) -> None:
+            inputs.relist_quota_objects(kind, bodies)
+
+        watch = PodWatch(self.kube, observe, relist, what=kind)
+        await watch.run(inputs.list_versions.get(kind, ""))
 
     async def watch_pods(self) -> None:
         """Every pod change after `load()` (from its list's resourceVersion), forever."""

@@ -121,6 +121,8 @@ class Inputs:
         self.keys_by_name: dict[str, set[str]] = {}
         #: Which statuses may have changed (status_writer.py takes it each round).
         self.dirty = StatusDirty()
+        #: resourceVersion of load()'s Cohort and ElasticQuota lists: their watches start there.
+        self.list_versions: dict[str, str] = {}
 
     def observe_cluster_node(self, body: Mapping[str, Any], deleted: bool) -> None:
         """A Kubernetes Node was added, changed or deleted: the cluster's capacity.
@@ -293,6 +295,21 @@ class Inputs:
         self.pods.pop(key, None)
         self.admitting.discard(key)
 
+    def relist_quota_objects(self, kind: str, bodies: list[dict[str, Any]]) -> None:
+        """The watch of `kind` had to list again (410 Gone): forget the objects that went
+        meanwhile, take in the others."""
+        listed = {
+            object_key(kind, (b.get("metadata") or {}).get("namespace"), b["metadata"]["name"])
+            for b in bodies
+        }
+        for key, obj in list(self.quota_objects.items()):
+            if obj.kind == kind and key not in listed:
+                gone = {"kind": kind, "metadata": {"name": obj.name, "namespace": obj.namespace}}
+                self.observe_quota_object(gone, deleted=True)
+        for body in bodies:
+            self.observe_quota_object(body, deleted=False)
+        logger.info("%s watch: listed %d objects again", kind, len(bodies))
+
     def relist_pods(self, bodies: list[dict[str, Any]]) -> None:
         """The pod watch had to list again (410 Gone): forget pods that went meanwhile."""
         listed = {pod_key(body) for body in bodies}
@@ -315,7 +332,8 @@ class Inputs:
             self.observe_cluster_node(body, deleted=False)
         started = time.monotonic()
         for kind in ("Cohort", "ElasticQuota"):
-            async for page, _ in kube.list_pages(kind):
+            async for page, page_version in kube.list_pages(kind):
+                self.list_versions[kind] = page_version
                 for body in page:
                     self.observe_quota_object(body, deleted=False)
         quotas_done = time.monotonic()
