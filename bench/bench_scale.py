@@ -475,7 +475,7 @@ async def run(api: Api, r: dict[str, Any], nq: int, middle: int, n_pods: int) ->
     r["create_pods_rate"] = await create_all(api, items)
     r["create_pods_s"] = time.monotonic() - t
     log(f"{n_pods} pods in {r['create_pods_s']:.0f} s ({r['create_pods_rate']:.0f}/s)")
-    await asyncio.sleep(5)
+    await asyncio.sleep(20)  # kwok marks the bound pods Running meanwhile
 
     # 5. start-up against the populated cluster; first, what a plain client's paged list of
     # the same objects takes now (the floor of the operator's list + load)

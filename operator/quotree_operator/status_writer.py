@@ -53,6 +53,8 @@ STATUS_BUSY_INTERVAL = 2.0
 #: Every object is compared at least this often (seconds), whatever the inputs said
 #: changed: a safety net that costs one O(quotas) round per interval, never one per flush.
 STATUS_FULL_EVERY = 600.0
+#: A round with more writes than this uses BIG_ROUND_WIDTH times as many writers.
+BIG_ROUND, BIG_ROUND_WIDTH = 500, 4
 #: A Warning Event the API did not take: first and longest wait, and for how long it is tried.
 WARNING_RETRY = (0.5, 5.0, 300.0)
 
@@ -120,7 +122,12 @@ class StatusWriter:
                 for args in queue:
                     await self._write(*args)
 
-            await asyncio.gather(*(writer() for _ in range(min(len(writes), self._width))))
+            # A round of thousands (after a start-up against a changed cluster: two PATCHes
+            # per object at 10,000 quotas) gets more writers: the API server's store
+            # commits concurrent writes together, and one round of 22,000 PATCHes took
+            # over 5 minutes with 8 (issue 12). Admissions keep their own budget.
+            width = self._width * BIG_ROUND_WIDTH if len(writes) > BIG_ROUND else self._width
+            await asyncio.gather(*(writer() for _ in range(min(len(writes), width))))
         if not self._rounds:
             logger.info(
                 "first status round: %d objects compared, %d written", len(due), len(writes)
