@@ -128,6 +128,10 @@ class StatusWriter:
             # over 5 minutes with 8 (issue 12). Admissions keep their own budget.
             width = self._width * BIG_ROUND_WIDTH if len(writes) > BIG_ROUND else self._width
             await asyncio.gather(*(writer() for _ in range(min(len(writes), width))))
+        if len(due) == len(self.inputs.quota_objects):
+            # Counted from the end of a full round: one that took minutes (22,000 PATCHes
+            # after a start-up) is not followed at once by the safety net's next one.
+            self._full_at = time.monotonic()
         if not self._rounds:
             logger.info(
                 "first status round: %d objects compared, %d written", len(due), len(writes)
