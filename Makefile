@@ -58,7 +58,7 @@ simulate-demo: $(STAMP)
 # (see its docstring), e.g. QUOTREE_SCHEDULER_QPS=500 QUOTREE_SCHEDULER_BURST=1000
 # QUOTREE_NODES=12 on a fresh `hack/cluster.sh up`. bench-scale (issue 12 target 5: 10,000
 # quotas, 30,000 pods) restarts the control plane itself, fresh, with 10 nodes of room for
-# 4,000 pods each, and stops it at the end (about 11 minutes).
+# 4,000 pods each, and stops it at the end (15 to 16 minutes at load 5 on 2 cores).
 bench: bench-engine bench-operator bench-webhooks bench-kueue-shape bench-scale
 
 bench-engine: $(STAMP)
