@@ -9,9 +9,11 @@ base units; `PodFacts` is what the engine needs to know about a pod.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -459,9 +461,16 @@ class PodFacts:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     node_affinity: tuple[NodeSelectorTerm, ...] = ()
 
+    #: `key`, made once: every map of the engine and the operator holds this one string
+    #: (at 30,000 pods a new string per lookup was ~120 bytes a pod; issue 12).
+    _key: str = field(default="", init=False, repr=False, compare=False)
+
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        key = self._key
+        if not key:
+            key = self._key = sys.intern(f"{self.namespace}/{self.name}")
+        return key
 
     @property
     def terminal(self) -> bool:
@@ -480,7 +489,7 @@ def _container_requests(container: Mapping[str, Any], pod_label: str) -> dict[st
     out: dict[str, int] = {}
     for name, value in requests.items():
         try:
-            out[name] = parse_quantity(value, name)
+            out[sys.intern(name)] = parse_quantity(value, name)
         except QuantityError as exc:
             cname = container.get("name", "?")
             raise ConfigError(
@@ -560,6 +569,10 @@ def _affinity_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
     return tuple(terms)
 
 
+#: The node selector of every pod that has none (read-only, shared).
+_NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
+
+
 def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFacts:
     """Read a Pod object (a dict as the API serves it) into PodFacts."""
     metadata = obj.get("metadata") or {}
@@ -571,17 +584,21 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
     created = _timestamp(metadata.get("creationTimestamp"))
     gates = spec.get("schedulingGates") or ()
     priority = spec.get("priority")
+    node_name = spec.get("nodeName") or None
+    selector = spec.get("nodeSelector")
+    # Strings that thousands of pods repeat are kept once (interned): namespaces, label
+    # keys, node names, phases, resource names (issue 12: memory per pod).
     return PodFacts(
-        namespace=namespace,
+        namespace=sys.intern(namespace),
         name=name,
         request=effective_request(spec, label),
-        labels=dict(metadata.get("labels") or {}),
+        labels={sys.intern(k): v for k, v in (metadata.get("labels") or {}).items()},
         priority=int(priority) if isinstance(priority, int) else 0,
         created=default_created if created is None else created,
-        node_name=spec.get("nodeName") or None,
-        phase=status.get("phase") or "Pending",
+        node_name=sys.intern(node_name) if isinstance(node_name, str) else None,
+        phase=sys.intern(status.get("phase") or "Pending"),
         gated=any(gate.get("name") == ADMISSION_GATE for gate in gates),
         deleting=bool(metadata.get("deletionTimestamp")),
-        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        node_selector={str(k): str(v) for k, v in selector.items()} if selector else _NO_SELECTOR,
         node_affinity=_affinity_terms(spec),
     )

@@ -9,6 +9,7 @@ value a quantity may hold (Kubernetes itself stores quantities in int64).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -71,6 +72,19 @@ def parse_quantity(value: object, resource: str) -> int:
     Raises QuantityError for anything else, negatives and values beyond
     Kubernetes' int64 range.
     """
+    if type(value) is str:
+        # Pods repeat a handful of quantities ("100m", "1Gi"): each is parsed once (the
+        # operator's start-up parses every pod's requests; issue 12).
+        return _parse_string(value, resource)
+    return _parse_quantity(value, resource)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_string(value: str, resource: str) -> int:
+    return _parse_quantity(value, resource)
+
+
+def _parse_quantity(value: object, resource: str) -> int:
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):

@@ -90,8 +90,12 @@ class QuotaTree:
         self.lazy = False
         self._deferred: dict[str, dict[TreeNode, _Deferred]] = {}  # resource -> Cohort -> ...
         self._deferred_at: dict[TreeNode, set[str]] = {}  # Cohort -> its deferred resources
-        self._moved: set[tuple[str, TreeNode]] = set()  # deferred and moved since settle()
+        # deferred and moved since settle()
+        self._deferred_moved: set[tuple[str, TreeNode]] = set()
         self.deferrals = 0  # subtrees left unevaluated so far (tests and benchmarks read it)
+        # Every node (Cohort or ElasticQuota) whose runtime changed since `take_moved()`;
+        # None: every node may have (a rebuild). The operator writes only their statuses.
+        self._moved: set[str] | None = None
 
     # ------------------------------------------------------------ configuration
 
@@ -332,15 +336,16 @@ class QuotaTree:
             for resource in parent.children_in:
                 distribute(parent, resource, None, at_root=parent is root)
         self._dirty = {}
-        self._deferred, self._deferred_at, self._moved = {}, {}, set()
+        self._deferred, self._deferred_at, self._deferred_moved = {}, {}, set()
         # Every ElasticQuota, live or not: one that just went inactive must be looked at too.
         self.changed_quotas = {name for name, cfg in self.structure.items() if cfg.is_leaf}
         self._grown = set(self.changed_quotas)
+        self._moved = None
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
         self._update()
-        if self._moved:
+        if self._deferred_moved:
             self._check_moved()
         changed, self.changed_quotas = self.changed_quotas, set()
         self.grown_quotas, self._grown = self._grown, set()
@@ -351,6 +356,17 @@ class QuotaTree:
         if self.lazy and not lazy and self._deferred_at:
             self._materialize_below(self.root)
         self.lazy = lazy
+
+    def take_moved(self) -> set[str] | None:
+        """The nodes whose runtime changed since the last call (None: maybe every node).
+
+        Deferred subtrees are brought up to date first: their runtimes did move (down),
+        and whoever asks (the operator's status writer) shows every runtime as it is."""
+        self._update()
+        if self._deferred_at:
+            self._materialize_below(self.root)
+        moved, self._moved = self._moved, set()
+        return moved
 
     def _update(self) -> None:
         # Queries (node(), reports) update runtimes too, but leave `changed_quotas` for the
@@ -418,6 +434,8 @@ class QuotaTree:
             for child in distribute(
                 parent, resource, hints, at_root=parent is self.root, grown=self._grown
             ):
+                if self._moved is not None:
+                    self._moved.add(child.name)
                 if child.is_quota:
                     self.changed_quotas.add(child.name)
                 elif resource in child.children_in and child not in dirty:
@@ -460,7 +478,7 @@ class QuotaTree:
             return False
         self._deferred.setdefault(resource, {})[cohort] = _Deferred(reflected, runtime, slack)
         self._deferred_at.setdefault(cohort, set()).add(resource)
-        self._moved.add((resource, cohort))
+        self._deferred_moved.add((resource, cohort))
         self.deferrals += 1
         return True
 
@@ -491,7 +509,7 @@ class QuotaTree:
             and cohort.sum_min[resource] <= cohort.guarantee[resource]
         ):
             entry.last = runtime
-            self._moved.add((resource, cohort))
+            self._deferred_moved.add((resource, cohort))
             return True
         return False
 
@@ -505,7 +523,7 @@ class QuotaTree:
         resources.discard(resource)
         if not resources:
             del self._deferred_at[cohort]
-        self._moved.discard((resource, cohort))
+        self._deferred_moved.discard((resource, cohort))
         now = cohort.runtime[resource]
         if entry.boundary is not None:
             cohort.runtime[resource] = entry.boundary
@@ -524,6 +542,8 @@ class QuotaTree:
             _, _, parent = heapq.heappop(heap)
             hints = dirty.pop(parent)
             for child in distribute(parent, resource, hints, at_root=False, grown=grown):
+                if self._moved is not None:
+                    self._moved.add(child.name)
                 if child.is_quota:
                     if report:
                         self.changed_quotas.add(child.name)
@@ -559,7 +579,7 @@ class QuotaTree:
             if node is not None:
                 near.add(node)
                 near.update(self._path_up.get(node.name, ()))
-        moved, self._moved = self._moved, set()
+        moved, self._deferred_moved = self._deferred_moved, set()
         for resource, cohort in sorted(moved, key=lambda m: (m[0], m[1].depth, m[1].name)):
             entry = self._deferred.get(resource, {}).get(cohort)
             if entry is None:

@@ -9,7 +9,8 @@ quotree_webhooks.
 Everything the handlers share is one typed object on Kopf's memo, `memo.quotree`
 (`Process`). Handlers are `async` on purpose: Kopf runs sync handlers in threads, and the
 engine is not thread-safe. `@kopf.on.event` stores nothing on the objects (no progress
-annotations). Pods are not watched through Kopf (quotree_operator/podwatch.py says why).
+annotations). Pods, Cohorts and ElasticQuotas are not watched through Kopf
+(quotree_operator/podwatch.py says why).
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         asyncio.create_task(coro, name=name)
         for name, coro in (
             ("quotree-pods", controller.watch_pods()),
+            ("quotree-cohorts", controller.watch_quota_objects("Cohort")),
+            ("quotree-elasticquotas", controller.watch_quota_objects("ElasticQuota")),
             ("quotree-decisions", controller.decision_loop()),
             ("quotree-status", controller.status_writer.run()),
             ("quotree-lease", lease.run()),
@@ -193,16 +196,6 @@ async def namespace_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     controller.signals.wake.set()
 
 
-@kopf.on.event(GROUP, VERSION, "cohorts")
-async def cohort_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    _process(memo).controller.inputs.observe_quota_object(body, _deleted(event))
-
-
 @kopf.on.event(GROUP, VERSION, "resourceflavors")
 async def flavor_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     _process(memo).controller.inputs.observe_flavor(body, _deleted(event))
-
-
-@kopf.on.event(GROUP, VERSION, "elasticquotas")
-async def quota_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    _process(memo).controller.inputs.observe_quota_object(body, _deleted(event))

@@ -198,37 +198,64 @@ class Kube:
     async def list_with_version(self, what: str) -> tuple[list[dict[str, Any]], str]:
         """`list_all` and the list's resourceVersion (a watch from it misses nothing)."""
         items: list[dict[str, Any]] = []
+        version = ""
+        async for page, page_version in self.list_pages(what):
+            items.extend(page)
+            version = page_version
+        return items, version
+
+    async def list_pages(self, what: str) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
+        """`list_with_version` a page (500 objects) at a time, each with the list's
+        resourceVersion: the caller takes in one page while the next one is on its way,
+        and never holds every body at once (the start-up at 30,000 pods; issue 12)."""
         token: str | None = None
         version = ""
-        while True:
-            kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
-            if token:
-                kwargs["_continue"] = token
-            if what == "nodes":
-                call, kind = self.core.list_node(**kwargs), "Node"
-            elif what == "pods":
-                call, kind = self.core.list_pod_for_all_namespaces(**kwargs), "Pod"
-            else:
-                plural = {"Cohort": "cohorts", "ResourceFlavor": "resourceflavors"}.get(
-                    what, "elasticquotas"
-                )
-                call, kind = (
-                    self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs),
-                    what,
-                )
-            data = await self._read(f"list {what}", call)
-            for item in data.get("items") or ():
-                item.setdefault("kind", kind)
-                items.append(item)
-            metadata = data.get("metadata") or {}
-            # Every page of one list is the same snapshot: the first page's version holds.
-            version = version or metadata.get("resourceVersion") or ""
-            token = metadata.get("continue")
-            if not token:
-                return items, version
+        pending = asyncio.ensure_future(self._list_page(what, token))
+        try:
+            while True:
+                data = await pending
+                metadata = data.get("metadata") or {}
+                # Every page of one list is the same snapshot: the first page's version holds.
+                version = version or metadata.get("resourceVersion") or ""
+                token = metadata.get("continue")
+                if token:
+                    pending = asyncio.ensure_future(self._list_page(what, token))
+                yield data.get("items") or [], version
+                if not token:
+                    return
+        finally:
+            if not pending.done():
+                pending.cancel()
 
-    async def pod_events(self, version: str) -> AsyncGenerator[dict[str, Any], None]:
-        """One watch of every Pod from `version`: each event as the API sends it, parsed.
+    async def _list_page(self, what: str, token: str | None) -> dict[str, Any]:
+        """One page of a list, each item with its `kind`."""
+        kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
+        if token:
+            kwargs["_continue"] = token
+        if what == "nodes":
+            call, kind = self.core.list_node(**kwargs), "Node"
+        elif what == "pods":
+            call, kind = self.core.list_pod_for_all_namespaces(**kwargs), "Pod"
+        else:
+            plural = {"Cohort": "cohorts", "ResourceFlavor": "resourceflavors"}.get(
+                what, "elasticquotas"
+            )
+            call, kind = (
+                self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs),
+                what,
+            )
+        data: dict[str, Any] = await self._read(f"list {what}", call)
+        for item in data.get("items") or ():
+            item.setdefault("kind", kind)
+        return data
+
+    def pod_events(self, version: str) -> AsyncGenerator[dict[str, Any], None]:
+        """One watch of every Pod from `version` (`watch_events`)."""
+        return self.watch_events("pods", version)
+
+    async def watch_events(self, what: str, version: str) -> AsyncGenerator[dict[str, Any], None]:
+        """One watch of every Pod, Cohort or ElasticQuota (`what` as for `list_pages`) from
+        `version`: each event as the API sends it, parsed.
 
         Events are `{"type": ..., "object": ...}` with the object as the API's own JSON
         (camelCase), bookmarks and ERROR events included; the caller keeps the position
@@ -236,17 +263,20 @@ class Kube:
         connection raises KubeError. Use it inside `contextlib.aclosing`, so the stream is
         closed (not handed back to the pool: it may be cut mid-way) when the caller stops.
         """
-        response = await self._call(
-            "watch pods",
-            self.core.list_pod_for_all_namespaces(
-                watch=True,
-                resource_version=version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=WATCH_TIMEOUT,
-                _preload_content=False,
-                _request_timeout=(30, WATCH_TIMEOUT + 60),
-            ),
-        )
+        options: dict[str, Any] = {
+            "watch": True,
+            "resource_version": version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": WATCH_TIMEOUT,
+            "_preload_content": False,
+            "_request_timeout": (30, WATCH_TIMEOUT + 60),
+        }
+        if what == "pods":
+            call = self.core.list_pod_for_all_namespaces(**options)
+        else:
+            plural = "cohorts" if what == "Cohort" else "elasticquotas"
+            call = self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **options)
+        response = await self._call(f"watch {what}", call)
         buffer = b""
         try:
             async for chunk in response.content.iter_any():
@@ -258,12 +288,12 @@ class Kube:
                     try:
                         event = json.loads(line)
                     except ValueError:
-                        logger.warning("pod watch: unreadable event %r", line[:200])
+                        logger.warning("%s watch: unreadable event %r", what, line[:200])
                         continue
                     yield event
         except Exception as exc:
             if _failed_call(exc):
-                raise _convert(exc, "watch pods") from None
+                raise _convert(exc, f"watch {what}") from None
             raise
         finally:
             response.close()

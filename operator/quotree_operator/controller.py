@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
-from quotree.engine import Engine
+from quotree.engine import Decisions, Engine
 from quotree_operator.actuator import Actuator
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
@@ -57,6 +58,21 @@ class Controller:
         """Rebuild the engine from the API; call before any watch starts."""
         self._pods_version = await self.inputs.load(self.kube)
 
+    async def watch_quota_objects(self, kind: str) -> None:
+        """Every Cohort or ElasticQuota (`kind`) change after `load()`, forever (not through
+        Kopf: issue 12, podwatch.py)."""
+        inputs = self.inputs
+
+        def observe(body: dict[str, Any], deleted: bool) -> None:
+            body.setdefault("kind", kind)
+            inputs.observe_quota_object(body, deleted)
+
+        def relist(bodies: list[dict[str, Any]]) -> None:
+            inputs.relist_quota_objects(kind, bodies)
+
+        watch = PodWatch(self.kube, observe, relist, what=kind)
+        await watch.run(inputs.list_versions.get(kind, ""))
+
     async def watch_pods(self) -> None:
         """Every pod change after `load()` (from its list's resourceVersion), forever."""
         await self.pod_watch.run(self._pods_version)
@@ -64,8 +80,24 @@ class Controller:
     def set_leading(self, leading: bool) -> None:
         """This replica (no longer) holds the leader Lease."""
         self.signals.leading = leading
+        self.inputs.dirty.all()  # what another replica wrote meanwhile is compared again
         METRICS.set_leader(leading)
         self.signals.changed()
+
+    def _decided_on(self, decisions: Decisions) -> None:
+        """The quotas whose pods were admitted or are evicted show other numbers now."""
+        dirty, pods = self.inputs.dirty, self.engine.pods
+        for key, _ in decisions.admitted:
+            record = pods.get(key)
+            if record is not None:
+                dirty.add(record.quota)
+                for other in record.also:
+                    dirty.add(other)
+        for eviction in decisions.evictions:
+            dirty.add(eviction.quota)
+            record = pods.get(eviction.pod)
+            for other in record.also if record is not None else ():
+                dirty.add(other)
 
     async def decision_loop(self) -> None:
         """Decide whenever an input changed, and at least every TICK seconds."""
@@ -86,5 +118,6 @@ class Controller:
                 await asyncio.sleep(TICK)
                 continue
             if decisions:
+                self._decided_on(decisions)
                 self.actuator.carry_out(decisions)
                 signals.status_dirty.set()

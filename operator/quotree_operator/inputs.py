@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,7 @@ from quotree.models import (
     pod_facts,
 )
 from quotree_operator.client import Kube
-from quotree_operator.status import StatusMemory
+from quotree_operator.status import StatusDirty, StatusMemory
 
 __all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals", "object_key"]
 
@@ -116,6 +117,12 @@ class Inputs:
         #: bypassed) are both here, and both get their status written.
         self.quota_objects: dict[str, QuotaObject] = {}
         self.bad_specs: dict[str, str] = {}  # tree node name -> why its spec cannot be read
+        #: tree node name -> the QuotaObject.keys of the objects of that name
+        self.keys_by_name: dict[str, set[str]] = {}
+        #: Which statuses may have changed (status_writer.py takes it each round).
+        self.dirty = StatusDirty()
+        #: resourceVersion of load()'s Cohort and ElasticQuota lists: their watches start there.
+        self.list_versions: dict[str, str] = {}
 
     def observe_cluster_node(self, body: Mapping[str, Any], deleted: bool) -> None:
         """A Kubernetes Node was added, changed or deleted: the cluster's capacity.
@@ -155,17 +162,22 @@ class Inputs:
         identity = {"kind": body["kind"], "namespace": metadata.get("namespace")}
         obj = QuotaObject(body["kind"], metadata.get("namespace"), name, metadata.get("uid"))
         if deleted:
+            self.dirty.all()
             self.engine.remove_config(name, **identity)
             self.quota_objects.pop(obj.key, None)
+            self.keys_by_name.get(name, set()).discard(obj.key)
             self.bad_specs.pop(name, None)
             self.memory.forget(obj.key)
         else:
+            key_new = obj.key not in self.quota_objects
             self.quota_objects[obj.key] = obj
+            self.keys_by_name.setdefault(name, set()).add(obj.key)
             self.memory.remember_object(obj.key, body)
             try:
                 config = parse_node(body)
             except ConfigError as exc:
                 logger.warning("%s", exc)
+                self.dirty.all()
                 self.bad_specs[name] = str(exc)
                 self.engine.remove_config(name, **identity)
             else:
@@ -173,7 +185,10 @@ class Inputs:
                 if self.engine.tree_of(name).config(name) == config:
                     # Our own status or annotation write came back: nothing for the engine
                     # (set_config would re-resolve every pod, once per status write).
+                    if key_new:
+                        self.dirty.add(name)  # a second object of the name: compare it
                     return
+                self.dirty.all()
                 self.engine.set_config(config)
         self.signals.config_changes += 1
         self.signals.changed()
@@ -186,6 +201,7 @@ class Inputs:
         a gate removal is done.
         """
         key = pod_key(body)
+        before = self._counted_as(key)
         if deleted:
             self.forget_pod(key)
         else:
@@ -194,6 +210,7 @@ class Inputs:
             except ConfigError as exc:
                 logger.warning("%s", exc)
                 return
+            key = facts.key  # the same string, kept once for the engine and here
             metadata = body["metadata"]
             spec = body.get("spec") or {}
             gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
@@ -211,7 +228,36 @@ class Inputs:
                     self.admitting.discard(key)  # the gate removal is done
             self.engine.observe_pod(facts)
             self._match_gate(facts)
+            self.status_changed(before, self._counted_as(key), facts.namespace)
         self.signals.changed()
+
+    def _counted_as(self, key: str) -> tuple[Any, ...] | None:
+        """What of the pod's record the statuses count: quotas, state, evicting."""
+        record = self.engine.pods.get(key)
+        if record is None:
+            return None
+        return (record.quota, record.also, record.state, record.evicting)
+
+    def status_changed(
+        self, before: tuple[Any, ...] | None, after: tuple[Any, ...] | None, namespace: str
+    ) -> None:
+        """A pod's record went from `before` to `after`: the quotas whose statuses count it
+        (the ones covering its namespace, when no quota takes it) may show other numbers."""
+        if before == after:
+            return
+        for counted in (before, after):
+            if counted is None:
+                continue
+            quota, also, state, _ = counted
+            if quota is None:
+                if state is PodState.PENDING:  # unresolved: pending in the covering quotas
+                    for tree in self.engine.trees:
+                        for name in self.engine.covering(namespace, tree):
+                            self.dirty.add(name)
+                continue
+            self.dirty.add(quota)
+            for other in also:
+                self.dirty.add(other)
 
     def _match_gate(self, facts: PodFacts) -> None:
         """A gated pod is pending: undo an admission the cluster does not show (module doc)."""
@@ -235,14 +281,34 @@ class Inputs:
         self.admitting.discard(key)
         record = self.engine.pods.get(key)
         if record is not None:
+            before = self._counted_as(key)
             self._match_gate(record.facts)
+            self.status_changed(before, self._counted_as(key), record.facts.namespace)
             self.signals.changed()
 
     def forget_pod(self, key: str) -> None:
         """The pod is gone (deleted, or a read found no such pod)."""
-        self.engine.forget_pod(key)
+        before = self._counted_as(key)
+        record = self.engine.forget_pod(key)
+        if record is not None:
+            self.status_changed(before, None, record.facts.namespace)
         self.pods.pop(key, None)
         self.admitting.discard(key)
+
+    def relist_quota_objects(self, kind: str, bodies: list[dict[str, Any]]) -> None:
+        """The watch of `kind` had to list again (410 Gone): forget the objects that went
+        meanwhile, take in the others."""
+        listed = {
+            object_key(kind, (b.get("metadata") or {}).get("namespace"), b["metadata"]["name"])
+            for b in bodies
+        }
+        for key, obj in list(self.quota_objects.items()):
+            if obj.kind == kind and key not in listed:
+                gone = {"kind": kind, "metadata": {"name": obj.name, "namespace": obj.namespace}}
+                self.observe_quota_object(gone, deleted=True)
+        for body in bodies:
+            self.observe_quota_object(body, deleted=False)
+        logger.info("%s watch: listed %d objects again", kind, len(bodies))
 
     def relist_pods(self, bodies: list[dict[str, Any]]) -> None:
         """The pod watch had to list again (410 Gone): forget pods that went meanwhile."""
@@ -264,13 +330,27 @@ class Inputs:
             self.observe_flavor(body, deleted=False)
         for body in await kube.list_all("nodes"):
             self.observe_cluster_node(body, deleted=False)
+        started = time.monotonic()
         for kind in ("Cohort", "ElasticQuota"):
-            for body in await kube.list_all(kind):
-                self.observe_quota_object(body, deleted=False)
-        pods, version = await kube.list_with_version("pods")
-        for body in pods:
-            self.observe_pod(body, deleted=False)
+            async for page, page_version in kube.list_pages(kind):
+                self.list_versions[kind] = page_version
+                for body in page:
+                    self.observe_quota_object(body, deleted=False)
+        quotas_done = time.monotonic()
+        # Page by page: each page is taken in while the next one is listed, and the
+        # bodies of 30,000 pods are never all held at once (issue 12).
+        count, version = 0, ""
+        async for page, page_version in kube.list_pages("pods"):
+            version = page_version
+            for body in page:
+                self.observe_pod(body, deleted=False)
+            count += len(page)
+            del page
         logger.info(
-            "loaded %d quota objects and %d pods from the API", len(self.quota_objects), len(pods)
+            "loaded %d quota objects (%.1fs) and %d pods (%.1fs) from the API",
+            len(self.quota_objects),
+            quotas_done - started,
+            count,
+            time.monotonic() - quotas_done,
         )
         return version

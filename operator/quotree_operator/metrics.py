@@ -183,6 +183,21 @@ class Metrics:
             buckets=DECISION_BUCKETS,
             registry=r,
         )
+        self.status_rounds = Counter(
+            "quotree_status_rounds_total",
+            "Rounds of the status writer (each compares the statuses that may have changed)",
+            registry=r,
+        )
+        self.status_examined = Counter(
+            "quotree_status_examined_total",
+            "Cohort and ElasticQuota objects whose desired status a round computed",
+            registry=r,
+        )
+        self.status_writes = Counter(
+            "quotree_status_writes_total",
+            "Status / annotation PATCHes of Cohorts and ElasticQuotas sent",
+            registry=r,
+        )
         self._engine: Engine | None = None
         self.registry.register(TreeCollector(lambda: self._engine))
 
@@ -212,6 +227,12 @@ class Metrics:
         self.webhook_duration.labels(webhook=webhook).observe(seconds)
         if error:
             self.webhook_errors.labels(webhook=webhook).inc()
+
+    def status_round(self, examined: int, writes: int) -> None:
+        """One status round: how many objects it looked at and how many PATCHes it sent."""
+        self.status_rounds.inc()
+        self.status_examined.inc(examined)
+        self.status_writes.inc(writes)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

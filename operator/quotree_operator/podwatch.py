@@ -31,8 +31,12 @@ Relist = Callable[[list[dict[str, Any]]], None]
 class PodWatch:
     """Feeds every Pod change to `observe(body, deleted)`; `relist(bodies)` after a new list."""
 
-    def __init__(self, kube: Kube, observe: Observe, relist: Relist) -> None:
+    def __init__(self, kube: Kube, observe: Observe, relist: Relist, what: str = "pods") -> None:
         self.kube = kube
+        #: What is watched: "pods", or "Cohort" / "ElasticQuota" (their own watches: Kopf's
+        #: per-event machinery at 10,000 quota objects and two status writes each held the
+        #: event loop for tens of seconds at start-up; issue 12).
+        self.what = what
         self.observe = observe
         self.relist = relist
         #: The last resourceVersion seen: a watch from it misses nothing and repeats nothing.
@@ -45,26 +49,28 @@ class PodWatch:
             started = asyncio.get_running_loop().time()
             try:
                 if not version:
-                    items, version = await self.kube.list_with_version("pods")
+                    items, version = await self.kube.list_with_version(self.what)
                     self.relist(items)
                 version, gone = await self._watch_once(version)
             except KubeError as exc:
                 if exc.status != 410:
                     # Resume after the last event seen (or list again if the list failed).
                     version = self.version if version else ""
-                    logger.warning("pod watch: %s; reconnecting in %.1fs", exc, delay)
+                    logger.warning("%s watch: %s; reconnecting in %.1fs", self.what, exc, delay)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, WATCH_BACKOFF[1])
                     continue
                 gone = True
             except Exception:
                 version = self.version if version else ""
-                logger.exception("pod watch failed; reconnecting in %.1fs", delay)
+                logger.exception("%s watch failed; reconnecting in %.1fs", self.what, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, WATCH_BACKOFF[1])
                 continue
             if gone:
-                logger.info("pod watch: resourceVersion %s is too old; listing again", version)
+                logger.info(
+                    "%s watch: resourceVersion %s is too old; listing again", self.what, version
+                )
                 version = ""
                 continue
             if asyncio.get_running_loop().time() - started < 1.0:
@@ -80,7 +86,7 @@ class PodWatch:
         `self.version` on, so they are not delivered twice.
         """
         self.version = version
-        async with contextlib.aclosing(self.kube.pod_events(version)) as events:
+        async with contextlib.aclosing(self.kube.watch_events(self.what, version)) as events:
             async for event in events:
                 if self._handle(event):
                     return self.version, True
@@ -92,13 +98,13 @@ class PodWatch:
         if kind == "ERROR":
             if body.get("code") == 410:
                 return True
-            raise KubeError(int(body.get("code") or 0), f"watch pods: {body.get('message')}")
+            raise KubeError(int(body.get("code") or 0), f"watch {self.what}: {body.get('message')}")
         version = (body.get("metadata") or {}).get("resourceVersion")
         if kind != "BOOKMARK":
             try:
                 self.observe(body, kind == "DELETED")
             except Exception:
-                logger.exception("pod watch: handling a %s event failed", kind)
+                logger.exception("%s watch: handling a %s event failed", self.what, kind)
         if version:
             self.version = version
         return False

@@ -19,6 +19,7 @@ from quotree.quantity import format_quantity, is_unlimited
 __all__ = [
     "ANNOTATIONS",
     "Desired",
+    "StatusDirty",
     "StatusMemory",
     "conditions",
     "desired",
@@ -60,6 +61,8 @@ def conditions(engine: Engine, name: str, bad_spec: str | None) -> list[dict[str
     engine's tree).
     """
     problem = engine.tree_of(name).problems.get(name)
+    if bad_spec is None and problem is None:
+        return _ALL_GOOD  # one list shared by every healthy object (never changed in place)
     if bad_spec is not None:
         valid = {"status": "False", "reason": "InvalidSpec", "message": bad_spec}
     elif problem is not None and problem.own:
@@ -73,6 +76,17 @@ def conditions(engine: Engine, name: str, bad_spec: str | None) -> list[dict[str
     else:
         active = {"status": "True", "reason": "Active", "message": "part of the live quota tree"}
     return [{"type": "Valid", **valid}, {"type": "Active", **active}]
+
+
+_ALL_GOOD = [
+    {"type": "Valid", "status": "True", "reason": "Valid", "message": "the configuration is valid"},
+    {
+        "type": "Active",
+        "status": "True",
+        "reason": "Active",
+        "message": "part of the live quota tree",
+    },
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,3 +194,38 @@ class StatusMemory:
         self.written[name] = new
         if patch is not None:
             self.times[name] = {c["type"]: c["lastTransitionTime"] for c in patch["conditions"]}
+
+
+@dataclass(slots=True)
+class StatusDirty:
+    """Which quota objects' statuses may have changed since the status writer last looked.
+
+    Filled by the inputs (the tree nodes a pod event or a decision touched, by name; every
+    object after a configuration change or a change of leader) and by the writer itself
+    (objects whose write failed, by key); the writer takes it whole each round, so a
+    round's work is proportional to what changed, not to the number of quotas (issue 12).
+    Runtime changes come from the engine's trees (`QuotaTree.take_moved`).
+    """
+
+    #: Every object may have changed (start-up, a configuration change, a new leader).
+    everything: bool = True
+    #: Tree node names whose pods changed (the writer adds their ancestors).
+    names: set[str] = field(default_factory=set)
+    #: Object keys to compare again (their last write failed).
+    keys: set[str] = field(default_factory=set)
+
+    def all(self) -> None:
+        self.everything = True
+
+    def add(self, name: str | None) -> None:
+        if name is not None and not self.everything:
+            self.names.add(name)
+
+    def again(self, key: str) -> None:
+        self.keys.add(key)
+
+    def take(self) -> tuple[bool, set[str], set[str]]:
+        """(everything, names, keys) gathered so far; empty afterwards."""
+        out = (self.everything, self.names, self.keys)
+        self.everything, self.names, self.keys = False, set(), set()
+        return out

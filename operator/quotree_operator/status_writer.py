@@ -1,8 +1,10 @@
 """Writes what changed in the Cohorts' and ElasticQuotas' statuses and annotations.
 
-One coalescing writer: woken by `Signals.status_dirty`, it compares each quota object's
-desired status (status.py, pure) with what it last wrote (`StatusMemory`) and patches only
-the difference. Writes are spaced by at least STATUS_INTERVAL and by STATUS_BACKOFF times
+One coalescing writer: woken by `Signals.status_dirty`, it compares the desired status
+(status.py, pure) of each quota object that may have changed (`StatusDirty`, the engine's
+trees' `take_moved`, the nodes' ancestors) with what it last wrote (`StatusMemory`) and
+patches only the difference: a round's work follows what changed, not the number of
+quotas (issue 12). Writes are spaced by at least STATUS_INTERVAL and by STATUS_BACKOFF times
 as long as the last round took (at most STATUS_MAX_PAUSE), so under a burst of pod events
 the statuses cost a bounded share of the API server, and admissions keep the rest. A write
 that fails is not remembered as written: the next round writes it again, so whatever could
@@ -22,11 +24,13 @@ from typing import Any
 
 from quotree_operator.client import Kube, KubeError, write_event_retrying
 from quotree_operator.inputs import Inputs, QuotaObject
+from quotree_operator.metrics import METRICS
 from quotree_operator.status import Desired, StatusMemory, desired
 
 __all__ = [
     "STATUS_BACKOFF",
     "STATUS_BUSY_INTERVAL",
+    "STATUS_FULL_EVERY",
     "STATUS_INTERVAL",
     "STATUS_MAX_PAUSE",
     "StatusWriter",
@@ -46,6 +50,11 @@ STATUS_MAX_PAUSE = 5.0
 # whose numbers moved (all of them in a burst), which took as many API writes as the
 # admissions themselves; the numbers are current again within this long (issue 12).
 STATUS_BUSY_INTERVAL = 2.0
+#: Every object is compared at least this often (seconds), whatever the inputs said
+#: changed: a safety net that costs one O(quotas) round per interval, never one per flush.
+STATUS_FULL_EVERY = 600.0
+#: A round with more writes than this uses BIG_ROUND_WIDTH times as many writers.
+BIG_ROUND, BIG_ROUND_WIDTH = 500, 4
 #: A Warning Event the API did not take: first and longest wait, and for how long it is tried.
 WARNING_RETRY = (0.5, 5.0, 300.0)
 
@@ -61,8 +70,11 @@ class StatusWriter:
         self.kube = kube
         self.inputs = inputs
         self.memory = memory
-        self._writes = asyncio.Semaphore(max(4, concurrency // 6))
+        self._width = max(4, concurrency // 6)
+        self._writes = asyncio.Semaphore(self._width)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._rounds = 0  # rounds written so far (the first one is logged)
+        self._full_at = time.monotonic()  # the last round that compared every object
 
     async def run(self) -> None:
         """Write what changed, coalesced (see STATUS_BACKOFF), while this replica leads."""
@@ -85,17 +97,74 @@ class StatusWriter:
 
     async def write_statuses(self) -> None:
         now = _now()
-        writes = []
-        for key, obj in list(self.inputs.quota_objects.items()):
+        writes: list[
+            tuple[str, QuotaObject, Desired, dict[str, Any] | None, dict[str, str] | None]
+        ] = []
+        due = self.due()
+        for key in due:
+            obj = self.inputs.quota_objects.get(key)
+            if obj is None:
+                continue  # deleted meanwhile
             name = obj.name
             is_quota = obj.kind == "ElasticQuota"
             new = desired(self.inputs.engine, name, is_quota, self.inputs.bad_specs.get(name))
             patch, annotations = self.memory.changes(key, new, now)
             if patch is None and annotations is None:
                 continue
-            writes.append(self._write(key, obj, new, patch, annotations))
+            writes.append((key, obj, new, patch, annotations))
+        METRICS.status_round(len(due), len(writes))
         if writes:
-            await asyncio.gather(*writes)
+            # A few writers take the writes in turn: one coroutine per write would be
+            # 11,000 at once after a start-up at 10,000 quotas (memory; issue 12).
+            queue = iter(writes)
+
+            async def writer() -> None:
+                for args in queue:
+                    await self._write(*args)
+
+            # A round of thousands (after a start-up against a changed cluster: two PATCHes
+            # per object at 10,000 quotas) gets more writers: the API server's store
+            # commits concurrent writes together, and one round of 22,000 PATCHes took
+            # over 5 minutes with 8 (issue 12). Admissions keep their own budget.
+            width = self._width * BIG_ROUND_WIDTH if len(writes) > BIG_ROUND else self._width
+            await asyncio.gather(*(writer() for _ in range(min(len(writes), width))))
+        if len(due) == len(self.inputs.quota_objects):
+            # Counted from the end of a full round: one that took minutes (22,000 PATCHes
+            # after a start-up) is not followed at once by the safety net's next one.
+            self._full_at = time.monotonic()
+        if not self._rounds:
+            logger.info(
+                "first status round: %d objects compared, %d written", len(due), len(writes)
+            )
+        self._rounds += 1
+
+    def due(self) -> list[str]:
+        """The keys of the quota objects whose status may have changed since the last round:
+        the tree nodes whose pods or runtime changed and their ancestors, the objects whose
+        last write failed; every object after a configuration change (inputs.StatusDirty),
+        and at least every STATUS_FULL_EVERY seconds."""
+        inputs, engine = self.inputs, self.inputs.engine
+        everything, names, keys = inputs.dirty.take()
+        for tree in engine.trees.values():
+            moved = tree.take_moved()
+            if moved is None:
+                everything = True
+            elif not everything:
+                names |= moved
+        clock = time.monotonic()
+        if clock - self._full_at >= STATUS_FULL_EVERY:
+            everything = True
+        if everything:
+            self._full_at = clock
+            return list(inputs.quota_objects)
+        for name in list(names):
+            tree = engine.tree_of(name)
+            node = tree.node(name)
+            if node is not None:
+                names.update(walk.name for walk in tree.ancestors(node))
+        for name in names:
+            keys |= inputs.keys_by_name.get(name, set())
+        return sorted(keys)
 
     async def _write(
         self,
@@ -116,6 +185,7 @@ class StatusWriter:
         except KubeError as exc:
             if exc.status != 404:
                 logger.warning("%s", exc)
+                self.inputs.dirty.again(key)  # compared (and written) again next round
                 self.inputs.signals.status_dirty.set()
             return
         broken = newly_invalid(before, new)

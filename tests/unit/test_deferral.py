@@ -168,3 +168,45 @@ def test_a_deferred_subtree_whose_share_rises_again_reports_who_grew() -> None:
         grown[lazy] = tree.grown_quotas
     assert {"q00", "q01"} <= grown[False]
     assert grown[False] <= grown[True]
+
+
+def test_take_moved_names_every_runtime_a_deferred_subtree_changed() -> None:
+    # The operator's status writer rewrites only the nodes `take_moved()` names: a runtime
+    # that moved inside a deferred subtree must be named too, or its status stays stale.
+    configs = []
+    for t in range(TOPS):
+        for m in range(MIDS):
+            for q in range(PER):
+                configs.append(
+                    quota(
+                        f"q{t}{m}{q}",
+                        f"m{t}{m}",
+                        min=MINS,
+                        max={r: 2 * v for r, v in MINS.items()},
+                    )
+                )
+            configs.append(cohort(f"m{t}{m}", f"t{t}", min={r: v * PER for r, v in MINS.items()}))
+        configs.append(cohort(f"t{t}", min={r: v * PER * MIDS for r, v in MINS.items()}))
+    eng = engine(*configs, capacity={r: v * PER * MIDS * TOPS for r, v in MINS.items()})
+    eng.lazy_runtimes = True
+    names = sorted(c.name for c in configs)
+    eng.decide(0.0)
+    eng.tree.take_moved()
+    shown = {n: dict(eng.report(n).runtime) for n in names}
+    now = 0
+    deferred_seen = 0
+    for t in range(TOPS):
+        for m in range(MIDS):
+            for q in range(PER):
+                for i in range(PODS):
+                    now += 1
+                    eng.observe_pod(pod(f"q{t}{m}{q}", f"p{i}", {"x": 6, "g": 1}, created=now))
+                    eng.decide(float(now))
+                    deferred_seen = max(deferred_seen, eng.tree.deferrals)
+                    moved = eng.tree.take_moved()
+                    for n in names:
+                        runtime = dict(eng.report(n).runtime)
+                        if runtime != shown[n]:
+                            assert moved is None or n in moved, (n, shown[n], runtime)
+                            shown[n] = runtime
+    assert deferred_seen > 0  # subtrees were deferred along the way

@@ -85,3 +85,17 @@ async def test_the_warning_is_sent_when_the_first_status_written_is_already_brok
     await writer.write_statuses()
     await asyncio.gather(*list(writer._tasks))
     assert sorted(kube.warnings) == [("c1", "CycleDetected"), ("c2", "CycleDetected")]
+
+
+def test_a_relist_forgets_the_objects_deleted_while_the_watch_was_away() -> None:
+    # The ElasticQuota watch got 410 Gone and listed again: qb is no longer there.
+    qa, qb = quota("qa", "ns-a", min={"cpu": "1"}), quota("qb", "ns-b", min={"cpu": "1"})
+    parent = cohort("c1", min={"cpu": "2"})
+    controller = inputs_with(parent, qa, qb)
+    inputs = controller.inputs
+    inputs.relist_quota_objects("ElasticQuota", [qa])
+    assert sorted(inputs.quota_objects) == ["Cohort//c1", "ElasticQuota/ns-a/qa"]
+    assert controller.engine.covering("ns-b") == []
+    assert controller.engine.covering("ns-a") == ["qa"]
+    inputs.relist_quota_objects("Cohort", [])  # Cohorts are listed apart: quotas stay
+    assert sorted(inputs.quota_objects) == ["ElasticQuota/ns-a/qa"]

@@ -1,0 +1,601 @@
+"""Scale benchmark on the real API server (a script, not a test): issue 12, target 5.
+
+10,000 ElasticQuotas under 1,000 Cohorts (10 top-level Cohorts, 990 under them, the
+quotas spread over the 990) in 100 namespaces, and 30,000 pods of 1m cpu (3 per quota,
+each well within its quota's min), on a fresh local control plane that this script starts
+itself (hack/cluster.sh up --fresh, QUOTREE_NODES=10 nodes with room for 4,000 pods each).
+Every pod fits: 29,000 are created already admitted (no gate, bound to a node), 1,000
+gated (the start-up has to admit them). Objects are created with 64 requests in flight.
+
+Phases, all in one run:
+
+1. idle: the operator (webhooks on) against the cluster with the CRDs and no quota
+   objects: its RSS (the baseline for memory);
+2. webhook p99 at 100 quotas: the first 100 quotas (10 Cohorts) exist; 300 pod CREATEs
+   paced at 50/s into a namespace whose quota holds them (no admission writes), each
+   call's latency; the operator is stopped and its webhook configurations deleted;
+3. quotas only: all 10,000 quotas and 1,000 Cohorts, an operator started against them:
+   start-up and RSS (the per-quota memory), stopped again;
+4. the 30,000 pods are created (no webhook configured: they go in as they are);
+5. start-up: an operator started against the populated cluster. Phases on the
+   benchmark's clock from the process start: `loaded` (its log says the list + load is
+   done), `leading` (it took the Lease and acts), `admitted` (the benchmark's pod watch
+   has seen all 1,000 gated pods ungated: the first decisions are carried out) and
+   `status` (its log says the first status round is written). Start-up = the later of
+   `admitted` and `status`;
+6. status work per flush: once the statuses are quiet, 20 pods in 10 quotas (through the
+   webhook, then admitted); the operator's own counters (quotree_status_rounds_total,
+   quotree_status_examined_total, quotree_status_writes_total) before and after: objects
+   examined and PATCHes per round;
+7. webhook p99 at 10,000 quotas: the same 300 paced CREATEs as in 2;
+8. RSS loaded: per pod = (RSS with pods - RSS quotas only) / pods, per quota object =
+   (RSS quotas only - idle RSS) / objects.
+
+The control plane is stopped at the end (its data is left; the next run starts fresh).
+
+    .venv/bin/python bench/bench_scale.py [--quotas 10000] [--cohorts 1000] [--pods 30000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+NODES = 10
+# Room for every pod on the fake nodes (set before the cluster module reads them).
+os.environ.update(
+    {
+        "QUOTREE_NODES": str(NODES),
+        "QUOTREE_NODE_PODS": "4000",
+        "QUOTREE_NODE_CPU": "1000",
+        "QUOTREE_SCHEDULER_QPS": os.environ.get("QUOTREE_SCHEDULER_QPS", "500"),
+        "QUOTREE_SCHEDULER_BURST": os.environ.get("QUOTREE_SCHEDULER_BURST", "1000"),
+    }
+)
+
+import aiohttp  # noqa: E402
+from bench_operator import GATE, Api, _rss_mb, _session  # noqa: E402
+
+from tests.e2e import cluster  # noqa: E402
+from tests.e2e.operator_proc import OperatorProcess, start_operator  # noqa: E402
+
+NAMESPACES = 100
+IN_FLIGHT = 64
+WEBHOOK_PORT, METRICS_PORT = 29546, 29547
+PODS_MUTATE = "pods-mutate"  # the pod CREATE webhook (quotree_webhooks.configurations)
+WH_NS = "scale-wh"
+NONE_NS = "scale-none"  # no quota: the API server calls no webhook for it
+RUN = Path("/tmp/quotree-bench-scale")
+QUOTA_LABEL = "quotree.io/quota-name"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _ns(q: int) -> str:
+    return f"s{q * NAMESPACES // QUOTAS_N[0]:03d}"
+
+
+QUOTAS_N = [10000]  # set from the arguments (module-level so _ns stays a plain function)
+
+
+def cohorts(n: int) -> list[dict[str, Any]]:
+    """10 top-level Cohorts and n - 10 under them (each under top i % 10)."""
+    tops = 10
+    middle = n - tops
+    per_middle = -(-QUOTAS_N[0] // middle)  # quotas per middle Cohort, rounded up
+    out = []
+    for t in range(tops):
+        room = per_middle * 10 * (-(-middle // tops))
+        out.append(_cohort(f"ct{t}", None, f"{room}m"))
+    for m in range(middle):
+        out.append(_cohort(f"cm{m:03d}", f"ct{m % tops}", f"{per_middle * 10}m"))
+    return out
+
+
+def _cohort(name: str, parent: str | None, cpu: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"min": {"cpu": cpu}}
+    if parent:
+        spec["parent"] = parent
+    return {
+        "apiVersion": "quotree.io/v1alpha1",
+        "kind": "Cohort",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def quota(q: int, middle: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "quotree.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": f"q{q:05d}", "namespace": _ns(q)},
+        "spec": {"parent": f"cm{q % middle:03d}", "min": {"cpu": "10m"}},
+    }
+
+
+def pod(i: int, quotas: int, gated: bool) -> dict[str, Any]:
+    q = i % quotas
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1m"}}}]
+    }
+    if gated:
+        spec["schedulingGates"] = [{"name": GATE}]
+    else:
+        spec["nodeName"] = f"quotree-node-{i % NODES}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"p{i:05d}",
+            "namespace": _ns(q),
+            "labels": {QUOTA_LABEL: f"q{q:05d}"},
+        },
+        "spec": spec,
+    }
+
+
+async def create_all(api: Api, items: list[tuple[str, dict[str, Any]]]) -> float:
+    """POST every (path, body) with IN_FLIGHT requests in flight; objects per second."""
+    it = iter(items)
+    start = time.monotonic()
+
+    async def worker() -> None:
+        for path, body in it:
+            for attempt in range(5):
+                try:
+                    await api.call("POST", path, body)
+                    break
+                except RuntimeError as exc:
+                    if "409" in str(exc):
+                        break  # already there (a retried POST that had gone through)
+                    if attempt == 4:
+                        raise
+                    await asyncio.sleep(0.5 * (attempt + 1))
+
+    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    return len(items) / (time.monotonic() - start)
+
+
+def quota_items(quotas: range | list[int], middle: int) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"/apis/quotree.io/v1alpha1/namespaces/{_ns(q)}/elasticquotas", quota(q, middle))
+        for q in quotas
+    ]
+
+
+def cohort_items(bodies: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return [("/apis/quotree.io/v1alpha1/cohorts", b) for b in bodies]
+
+
+def namespace_items(names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}})
+        for n in names
+    ]
+
+
+RUNNING: list[OperatorProcess] = []  # stopped at the end whatever happens
+
+
+def operator(name: str) -> OperatorProcess:
+    op = start_operator(
+        {
+            "QUOTREE_WEBHOOK_PORT": str(WEBHOOK_PORT),
+            "QUOTREE_METRICS_PORT": str(METRICS_PORT),
+            "QUOTREE_CERT_DIR": str(RUN / "pki"),
+            "QUOTREE_IDENTITY": "bench-scale",
+        },
+        log_name=f"operator-scale-{name}",
+        ready=None,
+    )
+    RUNNING.append(op)
+    return op
+
+
+def stop(op: OperatorProcess) -> None:
+    op.stop()
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        cluster.kubectl("delete", kind, "quotree.io", "--ignore-not-found")
+
+
+def metrics() -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=30).read()
+    out = {}
+    for line in text.decode().splitlines():
+        m = re.match(r"(quotree_status_\w+_total) ([0-9.e+]+)$", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+class Startup:
+    """When the operator's log shows each start-up phase, on the benchmark's clock."""
+
+    MARKS = (
+        ("loaded", "quota objects ("),
+        ("leading", "acquired the leader lease"),
+        ("status", "first status round"),
+        ("webhooks", "configurations quotree.io written"),
+    )
+
+    def __init__(self, op: OperatorProcess, t0: float) -> None:
+        self.op, self.t0 = op, t0
+        self.at: dict[str, float] = {}
+
+    async def follow(self, until: tuple[str, ...], timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while not all(k in self.at for k in until):
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"operator start-up: no {until} in {timeout} s\n" + self.op.log_tail()
+                )
+            if not self.op.alive:
+                raise RuntimeError("operator exited\n" + self.op.log_tail())
+            text = self.op.log_text()
+            for key, needle in self.MARKS:
+                if key not in self.at and needle in text:
+                    self.at[key] = time.monotonic() - self.t0
+            await asyncio.sleep(0.05)
+
+    def line(self, needle: str) -> str:
+        return next((ln for ln in self.op.log_text().splitlines() if needle in ln), "")
+
+
+async def watch_ungated(api: Api, names: set[str], seen: dict[str, float], version: str) -> None:
+    """Every pod of `names` seen without the gate (watch over all namespaces)."""
+    path = f"/api/v1/pods?watch=1&resourceVersion={version}&labelSelector={QUOTA_LABEL}"
+    timeout = aiohttp.ClientTimeout(total=None)
+    async with api.session.get(api.base + path, timeout=timeout) as r:
+        async for line in r.content:
+            obj = json.loads(line)["object"]
+            meta = obj.get("metadata") or {}
+            key = f"{meta.get('namespace')}/{meta.get('name')}"
+            gates = (obj.get("spec") or {}).get("schedulingGates") or []
+            if key in names and key not in seen and not any(g["name"] == GATE for g in gates):
+                seen[key] = time.monotonic()
+                if len(seen) >= len(names):
+                    return
+
+
+async def paced_creates(
+    api: Api, n: int, rate: float, tag: str, ns: str = "", *, held: bool = True
+) -> list[float]:
+    """n pod CREATEs into `ns` (WH_NS) paced at `rate`/s: each call's latency in ms; `held`:
+    check that the webhook gated every one."""
+    ns = ns or WH_NS
+    lat: list[float] = []
+    start = time.monotonic()
+
+    async def one(i: int) -> None:
+        await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{tag}-{i}", "namespace": ns},
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1m"}}}
+                ]
+            },
+        }
+        t = time.perf_counter()
+        await api.call("POST", f"/api/v1/namespaces/{ns}/pods", body)
+        lat.append((time.perf_counter() - t) * 1e3)
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+    if not held:
+        return lat
+    listed = cluster.kubectl_json("-n", WH_NS, "get", "pods")
+    tagged = [p for p in listed["items"] if p["metadata"]["name"].startswith(f"{tag}-")]
+    held = sum(
+        1 for p in tagged if any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or [])
+    )
+    assert held == n, f"{tag}: {held} of {n} pods gated by the webhook"
+    return lat
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(len(s) * q))]
+
+
+async def wait_managed(ns: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while (
+        "true"
+        not in cluster.kubectl("get", "namespace", ns, "-o", "jsonpath={.metadata.labels}").stdout
+    ):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"namespace {ns} not managed after {timeout} s")
+        await asyncio.sleep(0.5)
+
+
+async def quiet_status(timeout: float = 600, quiet: float = 12.0) -> dict[str, float]:
+    """Wait until no status round ran for `quiet` seconds; the counters then."""
+    last, since = metrics(), time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() - since < quiet and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        now = metrics()
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
+def webhook_hist() -> dict[float, float]:
+    """The operator's quotree_webhook_duration_seconds buckets for the pod CREATE webhook."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=60).read()
+    out: dict[float, float] = {}
+    for line in text.decode().splitlines():
+        if not line.startswith("quotree_webhook_duration_seconds_bucket{"):
+            continue
+        labels, value = line[line.index("{") + 1 :].split("} ")
+        fields = dict(part.split("=", 1) for part in labels.split(","))
+        if fields.get("webhook", "").strip('"') != PODS_MUTATE:
+            continue
+        bound = fields["le"].strip('"')
+        le = float("inf") if bound == "+Inf" else float(bound)
+        out[le] = out.get(le, 0.0) + float(value)
+    return out
+
+
+def hist_p99(before: dict[float, float], after: dict[float, float]) -> float:
+    """The bucket bound (ms) at or below which 99% of the answers in the window fall."""
+    counts = sorted((le, after[le] - before.get(le, 0.0)) for le in after)
+    total = counts[-1][1] if counts else 0.0
+    for le, cumulative in counts:
+        if total and cumulative >= 0.99 * total:
+            return le * 1e3
+    return float("nan")
+
+
+async def webhook_round(api: Api, label: str, out: dict[str, Any]) -> None:
+    """300 paced CREATEs through the webhook and 300 into a namespace with no webhook, in
+    alternating rounds of 100: each call's p50/p99, and the webhook's own answer time."""
+    await wait_managed(WH_NS)
+    await asyncio.sleep(3)  # the API server picks up the webhook configurations
+    await paced_creates(api, 30, 50.0, f"warm{label}")  # connections, caches
+    await paced_creates(api, 30, 50.0, f"warm{label}", NONE_NS, held=False)
+    hist0 = webhook_hist()
+    lat: list[float] = []
+    none: list[float] = []
+    for r in range(3):
+        lat += await paced_creates(api, 100, 50.0, f"wh{label}-{r}")
+        none += await paced_creates(api, 100, 50.0, f"none{label}-{r}", NONE_NS, held=False)
+    own = hist_p99(hist0, webhook_hist())
+    out[f"wh_p50_{label}"], out[f"wh_p99_{label}"] = pct(lat, 0.5), pct(lat, 0.99)
+    out[f"none_p50_{label}"], out[f"none_p99_{label}"] = pct(none, 0.5), pct(none, 0.99)
+    out[f"wh_own_p99_{label}"] = own
+    log(
+        f"pod CREATE at {label} quotas: through the webhook p50 {pct(lat, 0.5):.1f} ms, p99 "
+        f"{pct(lat, 0.99):.1f} ms; no webhook p50 {pct(none, 0.5):.1f}, p99 "
+        f"{pct(none, 0.99):.1f} ms; the webhook's own answer p99 <= {own:.1f} ms"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quotas", type=int, default=10000)
+    parser.add_argument("--cohorts", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=30000)
+    parser.add_argument("--keep", action="store_true", help="leave the control plane up")
+    args = parser.parse_args()
+    QUOTAS_N[0] = nq = args.quotas
+    middle = args.cohorts - 10
+    n_pods = args.pods
+    RUN.mkdir(exist_ok=True)
+    r: dict[str, Any] = {}
+    t_bench = time.monotonic()
+    log("fresh control plane")
+    if cluster.is_running():
+        cluster.cluster_down()
+    cluster.cluster_up(fresh=True)
+    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    try:
+        async with _session() as session:
+            api = Api(session, cluster.APISERVER_URL)
+            await run(api, r, nq, middle, n_pods)
+    finally:
+        for op in RUNNING:
+            op.stop()
+        if not args.keep:
+            cluster.cluster_down()
+    r["bench_s"] = time.monotonic() - t_bench
+    report(r, nq, args.cohorts, n_pods)
+
+
+async def run(api: Api, r: dict[str, Any], nq: int, middle: int, n_pods: int) -> None:
+    namespaces = sorted({_ns(q) for q in range(nq)})
+    await create_all(api, namespace_items([*namespaces, WH_NS, NONE_NS]))
+
+    # 1. idle
+    op = operator("idle")
+    st = Startup(op, time.monotonic())
+    await st.follow(("leading", "webhooks"))
+    await asyncio.sleep(3)
+    r["rss_idle"] = _rss_mb(op.proc.pid)
+    log(f"idle RSS {r['rss_idle']:.1f} MiB")
+
+    # 2. webhook p99 at 100 quotas (the first 10 middle Cohorts' quotas)
+    await create_all(api, cohort_items(cohorts(middle + 10)[:20]))
+    small = [q for q in range(nq) if q % middle < 10][:100]
+    await create_all(api, quota_items(small, middle))
+    await api.call(
+        "POST",
+        f"/apis/quotree.io/v1alpha1/namespaces/{WH_NS}/elasticquotas",
+        {
+            "apiVersion": "quotree.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {"name": "wh", "namespace": WH_NS},
+            "spec": {"max": {"cpu": "0"}},
+        },
+    )
+    await webhook_round(api, "100", r)
+    stop(op)
+
+    # 3. every quota and Cohort; an operator against them (no pods yet)
+    t = time.monotonic()
+    await create_all(api, cohort_items(cohorts(middle + 10)[20:]))
+    for chunk in range(0, nq, 2000):
+        await create_all(api, quota_items(range(chunk, min(nq, chunk + 2000)), middle))
+    r["create_quotas_s"] = time.monotonic() - t
+    log(f"{nq} quotas and {middle + 10} Cohorts in {r['create_quotas_s']:.0f} s")
+    op = operator("quotas")
+    st = Startup(op, time.monotonic())
+    await st.follow(("loaded", "leading", "webhooks"))
+    # RSS 20 s after it serves (its first status round, 22,000 PATCHes, is still going:
+    # the loaded operator's RSS below is taken at the same point of its start)
+    await asyncio.sleep(20)
+    r["startup_quotas"] = dict(st.at)
+    r["rss_quotas"] = _rss_mb(op.proc.pid)
+    log(f"quotas only: start-up {st.at}, RSS {r['rss_quotas']:.1f} MiB")
+    stop(op)
+
+    # 4. pods: every 30th gated (the start-up admits them), the rest admitted and bound
+    t = time.monotonic()
+    gated = {i for i in range(n_pods) if i % 30 == 0}
+    items = [
+        (f"/api/v1/namespaces/{_ns(i % nq)}/pods", pod(i, nq, i in gated)) for i in range(n_pods)
+    ]
+    r["create_pods_rate"] = await create_all(api, items)
+    r["create_pods_s"] = time.monotonic() - t
+    log(f"{n_pods} pods in {r['create_pods_s']:.0f} s ({r['create_pods_rate']:.0f}/s)")
+    await asyncio.sleep(20)  # kwok marks the bound pods Running meanwhile
+
+    # 5. start-up against the populated cluster; first, what a plain client's paged list of
+    # the same objects takes now (the floor of the operator's list + load)
+    t = time.monotonic()
+    listed = 0
+    for path in (
+        "/apis/quotree.io/v1alpha1/cohorts",
+        "/apis/quotree.io/v1alpha1/elasticquotas",
+        "/api/v1/pods",
+    ):
+        token = ""
+        while True:
+            page = await api.call(
+                "GET", f"{path}?limit=500" + (f"&continue={token}" if token else "")
+            )
+            listed += len(page["items"])
+            token = page["metadata"].get("continue") or ""
+            if not token:
+                break
+    r["list_floor_s"] = time.monotonic() - t
+    log(f"a plain paged list of the {listed} objects: {r['list_floor_s']:.1f} s")
+    listing = await api.call("GET", "/api/v1/pods?limit=1")
+    names = {f"{_ns(i % nq)}/p{i:05d}" for i in gated}
+    seen: dict[str, float] = {}
+    watcher = asyncio.create_task(
+        watch_ungated(api, names, seen, listing["metadata"]["resourceVersion"])
+    )
+    await asyncio.sleep(0.5)
+    t0 = time.monotonic()
+    op = operator("loaded")
+    st = Startup(op, t0)
+    await st.follow(("loaded", "leading", "webhooks"))
+    await asyncio.wait_for(watcher, timeout=300)
+    st.at["admitted"] = max(seen.values()) - t0
+    log(f"start-up: {st.at}")
+    await asyncio.sleep(20)
+    r["rss_early"] = _rss_mb(op.proc.pid)
+    await st.follow(("status",), timeout=720)
+    r["startup"] = dict(st.at)
+    r["startup_loaded_line"] = st.line("quota objects (")
+    r["startup_status_line"] = st.line("first status round")
+    log(f"start-up and first status round: {st.at}")
+
+    # 6. status work per flush when a few quotas change
+    before = await quiet_status()
+    r["rss_loaded"] = _rss_mb(op.proc.pid)
+    log(f"RSS 20 s after serving {r['rss_early']:.1f} MiB, settled {r['rss_loaded']:.1f} MiB")
+    changed = [q * 997 % nq for q in range(10)]
+    extra = []
+    for k, q in enumerate(changed * 2):
+        body = pod(q, nq, gated=False)
+        body["metadata"]["name"] = f"x{k:03d}"
+        del body["spec"]["nodeName"]  # through the webhook (gated), then admitted
+        extra.append((f"/api/v1/namespaces/{_ns(q)}/pods", body))
+    xseen: dict[str, float] = {}
+    listing = await api.call("GET", "/api/v1/pods?limit=1")
+    xwatch = asyncio.create_task(
+        watch_ungated(
+            api,
+            {f"{path.split('/')[4]}/{body['metadata']['name']}" for path, body in extra},
+            xseen,
+            listing["metadata"]["resourceVersion"],
+        )
+    )
+    await create_all(api, extra)
+    await asyncio.wait_for(xwatch, timeout=120)
+    after = await quiet_status()
+    r["flush"] = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    log(f"status work for 20 pods in 10 quotas: {r['flush']}")
+
+    # 7. webhook p99 at 10,000 quotas
+    await webhook_round(api, "10000", r)
+    r["rss_end"] = _rss_mb(op.proc.pid)
+    stop(op)
+
+
+def report(r: dict[str, Any], nq: int, nc: int, n_pods: int) -> None:
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, CPython {platform.python_version()}"
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    objects = nq + nc + 1
+    per_quota = (r["rss_quotas"] - r["rss_idle"]) * 1024 / objects
+    per_pod = (r["rss_early"] - r["rss_quotas"]) * 1024 / n_pods
+    budget = (10 * objects + 3 * n_pods) / 1024  # MiB: 10 KiB a quota object, 3 KiB a pod
+    s = r["startup"]
+    flush = r["flush"]
+    rounds = flush.get("quotree_status_rounds_total", 0) or 1
+    print(
+        f"\n{date}, {machine}, load {load}; {nq} ElasticQuotas, {nc} Cohorts, {n_pods} pods; "
+        f"benchmark took {r['bench_s']:.0f} s\n"
+        f"- creation: quotas + Cohorts {r['create_quotas_s']:.0f} s; "
+        f"pods {r['create_pods_s']:.0f} s "
+        f"({r['create_pods_rate']:.0f}/s)\n"
+        f"- start-up, s after the process start: loaded {s['loaded']:.1f}, leading "
+        f"{s['leading']:.1f}, all gated pods admitted {s['admitted']:.1f}, first status round "
+        f"{s['status']:.1f}, webhooks configured {s['webhooks']:.1f} -> start-up "
+        f"{max(s['admitted'], s['status']):.1f} s (quotas only: {r['startup_quotas']})\n"
+        f"  {r['startup_loaded_line']}\n  {r['startup_status_line']}\n"
+        f"  (a plain client's paged list of the same objects just before: "
+        f"{r['list_floor_s']:.1f} s)\n"
+        f"- status work for 20 pods in 10 quotas: "
+        f"{flush.get('quotree_status_rounds_total', 0):.0f} "
+        f"rounds, {flush.get('quotree_status_examined_total', 0):.0f} objects examined "
+        f"({flush.get('quotree_status_examined_total', 0) / rounds:.0f} per round), "
+        f"{flush.get('quotree_status_writes_total', 0):.0f} PATCHes\n"
+        f"- RSS: idle {r['rss_idle']:.1f} MiB; 20 s after serving: quotas only "
+        f"{r['rss_quotas']:.1f}, with pods {r['rss_early']:.1f} -> {per_quota:.2f} KiB per "
+        f"quota object, {per_pod:.2f} KiB per pod; settled (every status written) "
+        f"{r['rss_loaded']:.1f}, at the end {r['rss_end']:.1f}: "
+        f"{r['rss_loaded'] - r['rss_idle']:.1f} MiB above idle against a budget of "
+        f"{budget:.1f} MiB (10 KiB a quota object + 3 KiB a pod)\n"
+        f"- pod CREATE p50 / p99 through the webhook (no webhook; the webhook's own p99): "
+        f"at 100 quotas {r['wh_p50_100']:.1f} / {r['wh_p99_100']:.1f} ms "
+        f"({r['none_p50_100']:.1f} / {r['none_p99_100']:.1f}; {r['wh_own_p99_100']:.1f}), "
+        f"at {nq} quotas {r['wh_p50_10000']:.1f} / {r['wh_p99_10000']:.1f} ms "
+        f"({r['none_p50_10000']:.1f} / {r['none_p99_10000']:.1f}; "
+        f"{r['wh_own_p99_10000']:.1f}); ratio of p99s {r['wh_p99_10000'] / r['wh_p99_100']:.2f}"
+    )
+    (RUN / "result.json").write_text(json.dumps(r, indent=1))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
