@@ -37,6 +37,8 @@ class PodWatch:
         #: per-event machinery at 10,000 quota objects and two status writes each held the
         #: event loop for tens of seconds at start-up; issue 12).
         self.what = what
+        #: How the log lines name it: "pod watch: ..." (operators' log searches rely on it).
+        self.label = "pod" if what == "pods" else what
         self.observe = observe
         self.relist = relist
         #: The last resourceVersion seen: a watch from it misses nothing and repeats nothing.
@@ -56,20 +58,20 @@ class PodWatch:
                 if exc.status != 410:
                     # Resume after the last event seen (or list again if the list failed).
                     version = self.version if version else ""
-                    logger.warning("%s watch: %s; reconnecting in %.1fs", self.what, exc, delay)
+                    logger.warning("%s watch: %s; reconnecting in %.1fs", self.label, exc, delay)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, WATCH_BACKOFF[1])
                     continue
                 gone = True
             except Exception:
                 version = self.version if version else ""
-                logger.exception("%s watch failed; reconnecting in %.1fs", self.what, delay)
+                logger.exception("%s watch failed; reconnecting in %.1fs", self.label, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, WATCH_BACKOFF[1])
                 continue
             if gone:
                 logger.info(
-                    "%s watch: resourceVersion %s is too old; listing again", self.what, version
+                    "%s watch: resourceVersion %s is too old; listing again", self.label, version
                 )
                 version = ""
                 continue
@@ -104,7 +106,7 @@ class PodWatch:
             try:
                 self.observe(body, kind == "DELETED")
             except Exception:
-                logger.exception("%s watch: handling a %s event failed", self.what, kind)
+                logger.exception("%s watch: handling a %s event failed", self.label, kind)
         if version:
             self.version = version
         return False

@@ -78,7 +78,7 @@ class Core:
 
 
 async def test_watch_resumes_relists_on_410_and_reconnects(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(podwatch, "WATCH_BACKOFF", (0.01, 0.02))
     whole = lines(
@@ -115,6 +115,9 @@ async def test_watch_resumes_relists_on_410_and_reconnects(
         await task
     assert seen == [("p1", False), ("p2", False), ("p2", True)]
     assert relisted == [["p2"]]
+    # The log names it "pod watch" (people and the e2e fault tests search for it).
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("quotree")]
+    assert any(m.startswith("pod watch: watch pods: ConnectionResetError") for m in logged), logged
     # the last watch ended normally and quickly: it resumes from 12 after a short wait
     assert kube.core.calls == [
         ("watch", "5"),
