@@ -70,7 +70,7 @@ bench-flavors: $(STAMP)
 	$(BIN)/python bench/bench_flavor_ab.py --version after=. --sizes 1000,10000 --events 2000 --rounds 2
 
 bench-operator: $(STAMP)
-	$(BIN)/python bench/bench_operator.py --write
+	$(BIN)/python bench/bench_operator.py --pods 3000 --trace --write
 
 bench-webhooks: $(STAMP)
 	$(BIN)/python bench/bench_webhooks.py --burst 150 --burst-rounds 4

@@ -53,16 +53,18 @@ def _install(path: str) -> None:
     admit_task = Actuator._admit
 
     @functools.wraps(admit_task)
-    async def traced_admit_task(self: Any, key: str, *args: Any) -> None:
+    async def traced_admit_task(self: Any, key: str, *args: Any, **kwargs: Any) -> None:
         note(key, "task")
-        await admit_task(self, key, *args)
+        await admit_task(self, key, *args, **kwargs)
 
     admit = Kube.admit
 
     @functools.wraps(admit)
-    async def traced_admit(self: Any, namespace: str, name: str, *args: Any) -> None:
+    async def traced_admit(self: Any, namespace: str, name: str, *args: Any, **kwargs: Any) -> None:
+        # Keyword arguments too (flavor=..., has_node_selector=...): dropping them made every
+        # traced admission fail with a TypeError, and a traced run admitted nothing.
         note(f"{namespace}/{name}", "patch_sent")
-        await admit(self, namespace, name, *args)
+        await admit(self, namespace, name, *args, **kwargs)
         note(f"{namespace}/{name}", "patch_answered")
 
     event = Kube.pod_event
