@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from quotree.accounts import TreeNode
 from quotree.deferral import UNBOUNDED, node_margin
 from quotree.engine import Engine
+from quotree.models import NodeConfig
 from quotree.runtime import QuotaTree
 from quotree.sharing import water_fill
 
@@ -23,7 +24,8 @@ TOPS, MIDS, PER, PODS = 3, 3, 4, 10
 MINS = {"x": 40, "g": 2}
 
 
-def _burst(lazy: bool) -> tuple[list[object], Engine]:
+def _contended_tree() -> tuple[list[NodeConfig], Engine]:
+    """Quotas that ask twice their min under Cohorts, on a cluster holding exactly the mins."""
     configs = []
     for t in range(TOPS):
         for m in range(MIDS):
@@ -39,6 +41,11 @@ def _burst(lazy: bool) -> tuple[list[object], Engine]:
             configs.append(cohort(f"m{t}{m}", f"t{t}", min={r: v * PER for r, v in MINS.items()}))
         configs.append(cohort(f"t{t}", min={r: v * PER * MIDS for r, v in MINS.items()}))
     eng = engine(*configs, capacity={r: v * PER * MIDS * TOPS for r, v in MINS.items()})
+    return configs, eng
+
+
+def _burst(lazy: bool) -> tuple[list[object], Engine]:
+    _, eng = _contended_tree()
     eng.lazy_runtimes = lazy
     log: list[object] = []
     now = 0
@@ -173,21 +180,7 @@ def test_a_deferred_subtree_whose_share_rises_again_reports_who_grew() -> None:
 def test_take_moved_names_every_runtime_a_deferred_subtree_changed() -> None:
     # The operator's status writer rewrites only the nodes `take_moved()` names: a runtime
     # that moved inside a deferred subtree must be named too, or its status stays stale.
-    configs = []
-    for t in range(TOPS):
-        for m in range(MIDS):
-            for q in range(PER):
-                configs.append(
-                    quota(
-                        f"q{t}{m}{q}",
-                        f"m{t}{m}",
-                        min=MINS,
-                        max={r: 2 * v for r, v in MINS.items()},
-                    )
-                )
-            configs.append(cohort(f"m{t}{m}", f"t{t}", min={r: v * PER for r, v in MINS.items()}))
-        configs.append(cohort(f"t{t}", min={r: v * PER * MIDS for r, v in MINS.items()}))
-    eng = engine(*configs, capacity={r: v * PER * MIDS * TOPS for r, v in MINS.items()})
+    configs, eng = _contended_tree()
     eng.lazy_runtimes = True
     names = sorted(c.name for c in configs)
     eng.decide(0.0)
