@@ -413,11 +413,16 @@ class Decider:
         path = self.tree_of(name).path_up(node)
         room = self._room(node, path, pods)
         before = pods.room
+        # The ancestors' room (the third number) holds back only a pod that waits on an
+        # ancestor; any other pending pod fails its own quota first, so the ancestors' room
+        # growing cannot let it in. Looking again then would only redo reasons, and only
+        # when the quota happens to change too (the `skip_shrunk_quotas` shortcut does not).
+        width = 3 if self._forest or name in self._waiting_on_ancestor else 2
         if (
             not force
             and before is not None
             and before.keys() == room.keys()
-            and all(all(map(int.__le__, room[r], before[r])) for r in room)
+            and all(all(map(int.__le__, room[r][:width], before[r][:width])) for r in room)
         ):
             return False
         evicted = self._scan_pending(name, node, path, pods, out)
