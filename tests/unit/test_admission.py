@@ -528,3 +528,25 @@ def test_a_reclaim_gives_skipped_quotas_their_turn_in_name_order() -> None:
         logs.append(log)
     assert logs[0] == logs[1]
     assert logs[0][2] == ["q2/p2", "q3/p3"]
+
+
+def test_pods_waiting_for_lent_quota_say_being_evicted_in_the_round_that_reclaims_it() -> None:
+    """q0's pod waits for quota lent to q3; q0 is looked at first (name order), then q3 is
+    reclaimed (delay 0, operator mode: the pods go later). q0's pod says so in that same
+    round, not one round later. The flavor property test found the stale words: with the
+    flavor bound fewer runtimes moved and q0 was not looked at again."""
+    eng = engine(
+        quota("q0", min=3),
+        quota("q3", min=0),
+        capacity=5,
+        instant_evictions=False,
+        reclaim_delay=0.0,
+    )
+    arrive(eng, *(pod("q3", f"b{i}", 1) for i in range(5)))
+    assert states(eng) == {f"q3/b{i}": "admitted" for i in range(5)}
+    eng.observe_pod(pod("q0", "p", 1))
+    decisions = eng.decide(1.0)
+    assert [e.pod for e in decisions.evictions] == ["q3/b4"]
+    assert decisions.pending["q0/p"].endswith("lent to ElasticQuota q3, being evicted"), (
+        decisions.pending["q0/p"]
+    )
