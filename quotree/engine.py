@@ -89,6 +89,7 @@ class Engine(Decider):
         if config.is_leaf:
             self.coverage.add(config)
         self._touched.add(config.name)
+        self.holds.sync(config.name)  # its min may have changed
         self._reresolve(namespaces_of(old) | namespaces_of(config))
         if (
             config.is_leaf
@@ -214,6 +215,7 @@ class Engine(Decider):
         if name not in home.structure:
             self._tree_by_name.pop(name, None)
         self._touched.add(name)
+        self.holds.sync(name)  # no min any more (or another object's)
         self._reresolve(namespaces)
         if shadowed and name not in home.structure:
             self.set_config(shadowed.pop(0))  # the name is free: the next object takes it
@@ -428,6 +430,7 @@ class Engine(Decider):
                 other_pods.add_also_pending(record)
         if facts.gated:
             pods.enqueue(record)
+            self._hold_pending(record)
         else:
             self._admit(record, "running without the gate")
         return record
@@ -462,6 +465,10 @@ class Engine(Decider):
                 other_tree.add_used(other, record.request, -1)
         if admitted and self._forest:
             self._charge_outside(record, -1)
+        if admitted:
+            self.holds.freed((record.quota, *record.also), record.request)
+        else:
+            self.holds.remove(key)
         return record
 
     def eviction_refused(self, key: str) -> None:
