@@ -433,6 +433,7 @@ class Engine(Decider):
             self._hold_pending(record)
         else:
             self._admit(record, "running without the gate")
+        self.holds.changed((quota, *record.also), record.request)
         return record
 
     def forget_pod(self, key: str) -> PodRecord | None:
@@ -469,6 +470,7 @@ class Engine(Decider):
             self.holds.freed((record.quota, *record.also), record.request)
         else:
             self.holds.remove(key)
+        self.holds.changed((record.quota, *record.also), record.request)
         return record
 
     def eviction_refused(self, key: str) -> None:

@@ -114,6 +114,16 @@ class Holds:
             if resources:
                 self.sync(quota, resources)
 
+    def changed(self, quotas: Iterable[str], resources: Iterable[str]) -> None:
+        """What `quotas` are charged on `resources` changed (a pod came, left or moved): the
+        holds there follow (a hold never takes a quota's demand above its min)."""
+        if self.mode is Mode.OFF:
+            return
+        for quota in quotas:
+            allowed = self._allowed.get(quota)
+            if allowed:
+                self.sync(quota, [r for r in resources if r in allowed])
+
     def sync(self, quota: str, resources: Iterable[str] | None = None) -> None:
         """Bring the quota's holds up to date (resources None: every one it holds or may)."""
         if resources is None:

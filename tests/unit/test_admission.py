@@ -359,6 +359,19 @@ def test_reclaim_delay_zero_reclaims_at_once() -> None:
     assert "lent to ElasticQuota a, being evicted" in eng.pods["b/b0"].reason
 
 
+def test_a_pod_looked_at_before_its_lender_is_reclaimed_says_being_evicted_at_once() -> None:
+    # "a" waits for what "b" borrowed; "a" is looked at first (by name), then "b" is
+    # reclaimed in the same round: a's reason follows in that round (it said "reclaimed
+    # in 0 s" until the next one; the flavor bound's property test found it).
+    eng = engine(quota("a", min=1), quota("b", min=0), capacity=1, instant_evictions=False)
+    arrive(eng, pod("b", "b0", 1))
+    eng.observe_pod(pod("a", "a0", 1))
+    decisions = eng.decide(now=1)
+    assert [e.pod for e in decisions.evictions] == ["b/b0"]
+    assert decisions.pending["a/a0"].endswith("lent to ElasticQuota b, being evicted")
+    assert eng.pods["a/a0"].reason == decisions.pending["a/a0"]
+
+
 def test_a_shrunken_cluster_admits_nothing_until_usage_is_back_under_capacity() -> None:
     eng = engine(
         quota("a", min=5),
