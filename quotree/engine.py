@@ -291,6 +291,7 @@ class Engine(Decider):
         Admitted pods keep their flavor and their place in the in-quota order; pending
         pods are placed again.
         """
+        self.holds.replaying = True  # the same pods come back: none of them frees anything
         for quota in sorted(quotas):
             pods = self._quota_pods.get(quota)
             if pods is None:
@@ -309,6 +310,7 @@ class Engine(Decider):
                 again = self.observe_pod(facts)
                 if again is not None and again.state is PodState.ADMITTED:
                     again.admitted_seq, again.capacity = seq, capacity
+        self.holds.replaying = False
 
     def _charge_new(self, record: PodRecord) -> None:
         """Which flavor a new pod of a quota that splits its request by flavor is charged to.

@@ -64,6 +64,8 @@ class Holds:
         self._allowed: dict[str, dict[str, int]] = {}  # pending pods that may use it at all
         self._kept: dict[str, dict[str, int]] = {}  # K: freed while such pods waited
         self._held: dict[str, dict[str, int]] = {}  # the hold in the tree's raw request now
+        #: Pods are forgotten and observed again (`Engine._recharge`): leaving is not freeing.
+        self.replaying = False
 
     def held(self, quota: str) -> Mapping[str, int]:
         """The quota's hold per flavored resource (tests and benchmarks read it)."""
@@ -101,7 +103,7 @@ class Holds:
     def freed(self, quotas: Iterable[str], charged: Mapping[str, int]) -> None:
         """An admitted pod charged `charged` left `quotas` (call after its request and use
         went): what it held there is kept for their pending pods that may use it."""
-        if self.mode is Mode.OFF:
+        if self.mode is Mode.OFF or self.replaying:
             return
         for quota in quotas:
             waiting = self._waiting.get(quota)

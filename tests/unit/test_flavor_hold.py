@@ -222,6 +222,21 @@ def test_the_hold_never_takes_the_quota_above_its_min_and_follows_min_changes() 
     assert eng.holds.held("team-b") == {}  # freed before it came: lendable, like (b)
 
 
+def test_pods_charged_again_after_a_flavor_change_free_nothing() -> None:
+    # A flavor change forgets and observes again every pod of the quotas naming it
+    # (`Engine._recharge`): an admitted pod coming back is not a GPU its quota freed.
+    eng = lent_on_both(Mode.FREED)
+    eng.observe_pod(pod("team-a", "new"))  # waits on a100
+    eng.observe_pod(pod("team-a", "h100-0", flavor="h100", gated=False))  # runs on h100
+    run(eng, 1.0, 1.0)
+    assert eng.holds.held("team-a") == {}  # its h100 guarantee was lent before "new" came
+    eng.set_flavor(FlavorConfig("h100", {"gpu": "h100", "zone": "z1"}))
+    assert eng.pods["team-a/h100-0"].state is PodState.ADMITTED
+    assert eng.holds.held("team-a") == {}
+    eng.forget_pod("team-a/h100-0")  # this one it frees
+    assert eng.holds.held("team-a") == {f"{GPU}@h100": 1}
+
+
 @pytest.mark.parametrize("mode", [Mode.FREED, Mode.ALL])
 def test_the_hold_is_part_of_demand_and_a_full_recomputation_keeps_it(mode: Mode) -> None:
     eng = full_cluster(mode)
