@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv tools lint typecheck unit e2e test run simulate-demo bench bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape bench-scale clean \
+.PHONY: venv tools lint typecheck unit e2e test fuzz run simulate-demo bench bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape bench-scale clean \
 	image deploy undeploy
 
 $(STAMP): pyproject.toml
@@ -42,6 +42,15 @@ e2e: $(STAMP) tools
 # One pytest run so CI reads one closing line.
 test: lint typecheck tools
 	$(BIN)/pytest -q tests
+
+# The engine's property tests over SEEDS fresh random seeds (default 5): where rare cases
+# are found. CI draws fixed examples (HYPOTHESIS_PROFILE=ci, tests/conftest.py).
+fuzz: $(STAMP)
+	@for seed in $$(shuf -i 1-999999999 -n $(or $(SEEDS),5)); do \
+	  echo "hypothesis seed $$seed"; \
+	  $(BIN)/pytest -q -x -p no:cacheprovider --hypothesis-seed=$$seed \
+	    $$(grep -rl --include='test_*.py' 'from hypothesis' tests/unit) || exit 1; \
+	done
 
 # quotree on the local control plane: builds/starts it unless KUBECONFIG is set, installs
 # the CRDs, starts the operator (with its webhooks), applies examples/demo/. See README.

@@ -73,6 +73,9 @@ class Decider:
         self._unannounced: dict[str, str] = {}  # their reasons, until the next decide()
         self._waiting_on_ancestor: set[str] = set()  # quotas with pods that wait for lent quota
         self._lenders: dict[TreeNode, list[admission.Lender]] = {}  # per ancestor, this round
+        # Quotas whose waiting pods' reasons a reclaim of this round changed ("being evicted"):
+        # looked at again before the round ends (`_decide_round`).
+        self._rewake: set[str] = set()
         self._now = 0.0
         self._admissions = itertools.count(1)
         self.flavors: dict[str, FlavorConfig] = {}  # ResourceFlavors by name
@@ -168,16 +171,18 @@ class Decider:
         out.pending.update(self._unannounced)
         self._unannounced = {}
         evicted = False
+        skipped: set[str] = set()
         if self.skip_shrunk_quotas and not self._forest:
             # A quota that only lost room can neither admit nor need reclaim unless it is
             # now over its runtime: skip it without building its room (`_only_shrank`).
             # One tree only: with several, another tree's room may hold its pods back.
             grown = self.tree.grown_quotas
-            changed = {
+            skipped = {
                 name
                 for name in changed
-                if name in grown or name in touched or not self._only_shrank(name)
+                if name not in grown and name not in touched and self._only_shrank(name)
             }
+            changed -= skipped
         names = changed | touched | set(self._over_since) | self._waiting_on_ancestor
         if self._forest:
             for tree in self.trees.values():
@@ -185,20 +190,31 @@ class Decider:
                     names |= tree.settle()
             released, self._released_in = self._released_in, set()
             names |= self._waiting_behind(names | released)
-        for name in sorted(names):
-            evicted |= self._decide_quota(name, now, out, relabel=name in touched)
+        order = sorted(names)
+        i = 0
+        while i < len(order):
+            name = order[i]
+            i += 1
+            if self._decide_quota(name, now, out, relabel=name in touched):
+                evicted = True
+                if skipped and self.tree.room_grew_since_settle():
+                    # The eviction may have given room (at once, in the simulator) to a quota
+                    # skipped above: it now takes its turn in name order, as it would have
+                    # without the skip (who is admitted first can matter).
+                    back = {s for s in skipped if s > name and not self._only_shrank(s)}
+                    if back:
+                        skipped -= back
+                        order[i:] = sorted({*order[i:], *back})
         # Placing a pod on a flavor moves its demand, which changes other quotas' runtimes:
-        # look at those now (their reclaim clock starts), not one round later.
+        # look at those now (their reclaim clock starts), not one round later. So are the
+        # quotas whose pods wait for what a reclaim of this round now takes back.
         for tree in list(self.trees.values()):
-            for name in sorted(tree.settle()):
+            again = tree.settle()
+            if self._rewake:
+                again |= {name for name in self._rewake if self.tree_of(name) is tree}
+            for name in sorted(again):
                 evicted |= self._decide_quota(name, now, out, relabel=False)
-        if evicted:
-            # Pods waiting for lent quota now wait for pods "being evicted" (`_reclaim`):
-            # the quotas looked at before the eviction say so now, not one round later.
-            for name in sorted(self._waiting_on_ancestor):
-                pods = self._quota_pods.get(name)
-                if pods is not None and pods.room is None:
-                    evicted |= self._decide_quota(name, now, out, relabel=False)
+        self._rewake = set()
         return evicted
 
     def _waiting_behind(self, names: set[str]) -> set[str]:
@@ -237,6 +253,8 @@ class Decider:
         grown = self.tree.grown_quotas
         if any(ancestor.name in grown for ancestor in self.tree.path_up(node)):
             return False  # an ancestor's room may have grown: a waiting pod may fit now
+        if self.tree.gained_room_since_settle(node):
+            return False  # a pod released in this round gave it or an ancestor room
         used, runtime = node.used, node.runtime
         return all(used[r] <= runtime[r] for r in node.resources)
 
@@ -397,6 +415,7 @@ class Decider:
             self._evict(victim, "Reclaimed", reason, out)
         for waiting in self._waiting_on_ancestor:
             self._quota_pods[waiting].room = None  # their reasons now say "being evicted"
+        self._rewake |= self._waiting_on_ancestor
         self._lenders = {}
         self._over_since.pop(name, None)
         return True

@@ -166,6 +166,8 @@ class QuotaTree:
                 node.used[resource] += sign * amount
                 for walk in path:
                     walk.used[resource] += sign * amount
+                if sign > 0 and self._deferred_at:
+                    self._used_grew_below(node, resource)
         if sign < 0:
             # Room (runtime - used) grew at the quota and every ancestor: see grown_quotas.
             self._grown.add(node.name)
@@ -346,6 +348,17 @@ class QuotaTree:
         self._grown = set(self.changed_quotas)
         self._moved = None
 
+    def room_grew_since_settle(self) -> bool:
+        """Some pod was released since the last settle() (room grew somewhere)."""
+        return bool(self._grown)
+
+    def gained_room_since_settle(self, node: TreeNode) -> bool:
+        """A pod released since the last settle() gave `node` or an ancestor room."""
+        grown = self._grown
+        return bool(grown) and (
+            node.name in grown or any(a.name in grown for a in self.path_up(node))
+        )
+
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
         self._update()
@@ -503,6 +516,22 @@ class QuotaTree:
             slack = min(slack, node_margin(node, resource))
             stack.extend(node.children_in[resource])
         return slack
+
+    def _used_grew_below(self, quota: TreeNode, resource: str) -> None:
+        """The quota's used grew under a Cohort deferred in `resource`: its margin to its
+        runtime shrank, and so may the subtree's slack (or the quota could go over its
+        runtime, unreported, while the Cohort's runtime keeps falling within the old one).
+        Bring the subtree up to date when it has already fallen further than that."""
+        deferred = self._deferred.get(resource)
+        if not deferred:
+            return
+        for walk in self._path_up[quota.name]:
+            entry = deferred.get(walk)
+            if entry is not None:  # at most one: deferred subtrees do not nest
+                entry.slack = min(entry.slack, quota_margin(quota, resource))
+                if entry.reflected - entry.last > entry.slack:
+                    self._materialize(walk, resource)
+                return
 
     def _still_deferred(self, cohort: TreeNode, resource: str, entry: _Deferred) -> bool:
         """The deferred `cohort`'s runtime moved: may its subtree stay as it is?"""
