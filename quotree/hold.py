@@ -24,7 +24,13 @@ waiting pod, not one per flavor). `Mode.ALL` drops `K` (hold whatever the guaran
 leaves, lent or not); `Mode.OFF` holds nothing. The hold is part of the raw request
 the tree keeps (`QuotaTree.add_request`), so a full recomputation gives the same
 runtimes and `status.request` shows it. Every tree that charges the pod holds (its
-quotas there, `PodRecord.also`). docs/design.md, "Which flavor a pod waits on".
+quotas there, `PodRecord.also`). docs/design.md, "Pending pods keep what their quota
+frees on their other flavors".
+
+The engine feeds it: a pending pod placed (`add`), moved to another flavor (`moved`),
+admitted or gone (`remove`), an admitted pod gone (`freed`), any change of what a quota
+is charged (`changed`: a hold never takes demand above the min), a quota's min changed
+(`sync`). Pods a flavor change charges again (`Engine._recharge`) free nothing.
 """
 
 from __future__ import annotations
