@@ -509,9 +509,11 @@ class Decider:
                 continue
             np_short = admission.non_preemptible_shortfall(node, pods, record)
             if np_short:
+                self.holds.held_back(key, True)
                 self._set_why(name, node, record, np_short, out, non_preemptible=True)
                 continue
             short = admission.shortfall(node, record)
+            self.holds.held_back(key, bool(short))  # else it is admitted or waits for reclaim
             if not short:
                 if not self._waits_for_ancestor(
                     name, path, node, record, out
@@ -680,7 +682,7 @@ class Decider:
 
     #: The rule of `hold.py` new deciders start with (Mode.OFF: pending pods count on their
     #: wait flavor only, the rule before it; the tests and `bench_flavor_ab.py` compare).
-    hold_mode = Mode.FREED
+    hold_mode = Mode.HELD_BACK
 
     #: Judge a flavor the pod is not charged to by a bound first (`flavor_fit.judge`), and
     #: move its demand there only when it may fit (off: move it to every flavor that passes

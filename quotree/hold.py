@@ -2,35 +2,39 @@
 
 Why a module of its own: a pending pod's request counts on one flavor at a time (its
 wait flavor, `decide.Decider._place_on_flavor`), and runtime follows demand. Without
-more, a GPU guarantee a quota frees on another flavor is lent at once to a hungry
-sibling; the quota's own pending pod then moves there and takes it back, and the
-sibling is reclaimed 30 s later: pods admitted only to be evicted (bench/RESULTS.md,
-"Engine with 2 resource flavors"). This module adds, for each quota Q and flavored
-resource `r` = `<resource>@<f>`, a hold to Q's raw request on `r`:
+more, the guarantee a quota has on its other flavors is lent to hungry siblings while
+its pods wait (held back by cpu, say); when a pod of the quota can run, it moves there,
+takes the GPU back, and the sibling is reclaimed 30 s later: pods admitted only to be
+evicted (bench/RESULTS.md, "Engine with 2 resource flavors"). Without flavors that
+cannot happen: a pending pod's request counts in its quota's demand whatever holds it
+back. This module adds, for each quota Q and flavored resource `r` = `<resource>@<f>`,
+a hold to Q's raw request on `r`:
 
-    hold = min(P, K, max(0, min_Q(r) - charged))
+    hold = min(P, max(0, min_Q(r) - charged))        (Mode.HELD_BACK, the default)
 
 - `charged`: what Q's pods are charged on `r` (admitted, and pending pods waiting on f);
 - `P`: what Q's pending pods that may use f (`flavors.allowed_flavors`) but wait on
-  another flavor would take on `r`;
-- `K` (kept): the guarantee Q freed on `r` (an admitted pod of Q there left) while
-  such pending pods waited, never more than `min - used`; it is forgotten when no
-  pending pod of Q may use f any more.
+  another flavor would take on `r`, counting only the pods Q itself holds back (the
+  decider found them short at Q on their wait flavor, `Decider._scan_pending`): a pod
+  that fits Q and waits for lent quota gets its GPU from reclaim on its wait flavor,
+  and holding for it elsewhere too would reclaim on two flavors for one pod.
 
 So the hold never takes Q above its own min on a flavor that is not the pod's wait
-flavor, and it only keeps what Q frees: a guarantee already lent when the pods came is
-reclaimed on the wait flavor only, not on every flavor at once (one eviction per
-waiting pod, not one per flavor). `Mode.ALL` drops `K` (hold whatever the guarantee
-leaves, lent or not); `Mode.OFF` holds nothing. The hold is part of the raw request
-the tree keeps (`QuotaTree.add_request`), so a full recomputation gives the same
-runtimes and `status.request` shows it. Every tree that charges the pod holds (its
-quotas there, `PodRecord.also`). docs/design.md, "Pending pods keep what their quota
-frees on their other flavors".
+flavor. `Mode.ALL` counts every pending pod in P (an idle quota whose guarantee is lent
+on two flavors then reclaims on both for one pod); `Mode.FREED` counts every pending pod
+but holds only what Q freed on `r` while they waited (`K`: an admitted pod of Q there
+left; at most `min - used`; forgotten when no pending pod of Q may use f); `Mode.OFF`
+holds nothing (the rule before). The hold is part of the raw request the tree keeps
+(`QuotaTree.add_request`), so a full recomputation gives the same runtimes and
+`status.request` shows it. Every tree that charges the pod holds (its quotas there,
+`PodRecord.also`). docs/design.md, "Pending pods hold their quota's guarantee on their
+other flavors".
 
-The engine feeds it: a pending pod placed (`add`), moved to another flavor (`moved`),
-admitted or gone (`remove`), an admitted pod gone (`freed`), any change of what a quota
-is charged (`changed`: a hold never takes demand above the min), a quota's min changed
-(`sync`). Pods a flavor change charges again (`Engine._recharge`) free nothing.
+The engine feeds it: a pending pod placed (`add`), found held back or not (`held_back`),
+moved to another flavor (`moved`), admitted or gone (`remove`), an admitted pod gone
+(`freed`), any change of what a quota is charged (`changed`: a hold never takes demand
+above the min), a quota's min changed (`sync`). Pods a flavor change charges again
+(`Engine._recharge`) free nothing.
 """
 
 from __future__ import annotations
@@ -47,8 +51,11 @@ __all__ = ["Holds", "Mode"]
 
 class Mode(enum.Enum):
     OFF = "off"  # pending pods count on their wait flavor only
-    FREED = "freed"  # they keep what their quota frees on their other flavors (default)
-    ALL = "all"  # they hold their quota's whole unused guarantee on their other flavors
+    #: pods their own quota holds back (not waiting for reclaim) hold its whole unused
+    #: guarantee on their other flavors (default)
+    HELD_BACK = "held-back"
+    FREED = "freed"  # they keep what their quota frees on their other flavors
+    ALL = "all"  # every pending pod holds its quota's unused guarantee on its other flavors
 
 
 @dataclass(slots=True)
@@ -56,12 +63,13 @@ class _Pending:
     quotas: tuple[str, ...]  # every quota that charges it, in every tree
     on: dict[str, dict[str, int]]  # allowed flavor -> its request there (flavored names)
     flavor: str  # the flavor it is charged to now (its wait flavor)
+    counts: bool  # its request counts in P (Mode.HELD_BACK: while its quota holds it back)
 
 
 class Holds:
     """The holds of every quota, kept current as pending pods come, move and go."""
 
-    def __init__(self, tree_of: Callable[[str], QuotaTree], mode: Mode = Mode.FREED) -> None:
+    def __init__(self, tree_of: Callable[[str], QuotaTree], mode: Mode = Mode.HELD_BACK) -> None:
         self._tree_of = tree_of
         self.mode = mode
         self._pods: dict[str, _Pending] = {}
@@ -83,7 +91,8 @@ class Holds:
         """A pending pod charged to `flavor`, which may use the flavors of `on`."""
         if self.mode is Mode.OFF or len(on) < 2:
             return  # one allowed flavor: nothing waits elsewhere
-        pending = _Pending(quotas, on, flavor)
+        # Mode.HELD_BACK: a new pod holds nothing until the decider finds its quota short.
+        pending = _Pending(quotas, on, flavor, self.mode is not Mode.HELD_BACK)
         self._pods[key] = pending
         self._count(pending, 1)
 
@@ -99,17 +108,34 @@ class Holds:
         if pending is None or pending.flavor == flavor:
             return
         old = pending.flavor
-        for quota in pending.quotas:
-            waiting = self._waiting.setdefault(quota, {})
-            add_amounts(waiting, pending.on.get(old, {}), 1)
-            add_amounts(waiting, pending.on.get(flavor, {}), -1)
+        if pending.counts:
+            for quota in pending.quotas:
+                waiting = self._waiting.setdefault(quota, {})
+                add_amounts(waiting, pending.on.get(old, {}), 1)
+                add_amounts(waiting, pending.on.get(flavor, {}), -1)
         pending.flavor = flavor
         self._sync(pending.quotas, (*pending.on.get(old, ()), *pending.on.get(flavor, ())))
+
+    def held_back(self, key: str, short: bool) -> None:
+        """Mode.HELD_BACK: whether the pending pod's own quota holds it back (`short`) or
+        it fits there and waits for lent quota (reclaim) or another tree: only the first
+        holds, since reclaim already brings the second its GPUs on its wait flavor."""
+        pending = self._pods.get(key)
+        if pending is None or self.mode is not Mode.HELD_BACK or pending.counts == short:
+            return
+        pending.counts = short
+        resources: list[str] = []
+        for flavor, amounts in pending.on.items():
+            if flavor != pending.flavor:
+                resources.extend(amounts)
+                for quota in pending.quotas:
+                    add_amounts(self._waiting.setdefault(quota, {}), amounts, 1 if short else -1)
+        self._sync(pending.quotas, resources)
 
     def freed(self, quotas: Iterable[str], charged: Mapping[str, int]) -> None:
         """An admitted pod charged `charged` left `quotas` (call after its request and use
         went): what it held there is kept for their pending pods that may use it."""
-        if self.mode is Mode.OFF or self.replaying:
+        if self.mode is not Mode.FREED or self.replaying:
             return
         for quota in quotas:
             waiting = self._waiting.get(quota)
@@ -175,7 +201,7 @@ class Holds:
             resources.extend(amounts)
             for quota in pending.quotas:
                 add_amounts(self._allowed.setdefault(quota, {}), amounts, sign)
-                if flavor != pending.flavor:
+                if flavor != pending.flavor and pending.counts:
                     add_amounts(self._waiting.setdefault(quota, {}), amounts, sign)
         self._sync(pending.quotas, resources)
 

@@ -97,8 +97,9 @@ def more_pods(eng: Engine) -> None:
         eng.observe_pod(pod(team, "x-later"))  # after "waiting" in the queue (by name)
 
 
-def test_a_gpu_the_quota_frees_on_another_flavor_goes_to_its_own_waiting_pod() -> None:
-    eng = full_cluster(Mode.FREED)
+@pytest.mark.parametrize("mode", [Mode.HELD_BACK, Mode.FREED, Mode.ALL])
+def test_a_gpu_the_quota_frees_on_another_flavor_goes_to_its_own_waiting_pod(mode: Mode) -> None:
+    eng = full_cluster(mode)
     eng.forget_pod("team-b/h100-0")  # team-b frees an h100 GPU; its pod waits on a100
     more_pods(eng)
     # team-b keeps it: its demand on h100 stays at its min, team-a's runtime there does
@@ -169,8 +170,9 @@ def lent_on_both(mode: Mode) -> Engine:
     return eng
 
 
-def test_one_waiting_pod_of_an_idle_quota_reclaims_on_its_wait_flavor_only() -> None:
-    eng = lent_on_both(Mode.FREED)
+@pytest.mark.parametrize("mode", [Mode.HELD_BACK, Mode.FREED])
+def test_one_waiting_pod_of_an_idle_quota_reclaims_on_its_wait_flavor_only(mode: Mode) -> None:
+    eng = lent_on_both(mode)
     eng.observe_pod(pod("team-a", "new"))
     evicted = run(eng, 1.0, 40.0)
     # One pod was waiting, one was reclaimed (on a100, its wait flavor); team-b keeps all
@@ -191,6 +193,55 @@ def test_holding_the_whole_guarantee_would_reclaim_on_both_flavors() -> None:
     assert len(evicted) == 2
     assert eng.pods["team-a/new"].state is PodState.ADMITTED
     assert len(admitted_on(eng, "team-b", "h100")) == 3  # the h100 GPU is idle or lent again
+
+
+# ---------------------------------------------------------------- (c) held back by cpu
+
+
+def cpu_bound(mode: Mode) -> Engine:
+    """team-a's pod waits for cpu (its own quota's max); team-b wants every h100 GPU."""
+    team_a = {
+        "min": {"cpu": "1"},
+        "max": {"cpu": "1"},
+        "flavors": [
+            {"name": "a100", "min": {GPU: "0"}, "max": {GPU: "0"}},
+            {"name": "h100", "min": {GPU: "2"}},
+        ],
+    }
+    team_b = {"flavors": [{"name": "h100", "min": {GPU: "0"}}]}
+    eng = engine(mode, eq("team-a", **team_a), eq("team-b", **team_b))
+    eng.set_cluster_node("c", {"cpu": 8000})
+    eng.observe_pod(PodFacts("team-a", "cpu-only", {"cpu": 1000}, gated=False))
+    eng.observe_pod(PodFacts("team-a", "gpu", {"cpu": 1000, GPU: 1}, gated=True))
+    run(eng, 0.0, 0.0)
+    for i in range(4):
+        eng.observe_pod(pod("team-b", f"h100-{i}", flavor="h100"))
+    run(eng, 1.0, 1.0)
+    return eng
+
+
+def test_a_pod_its_quota_holds_back_keeps_the_guarantee_on_its_other_flavors() -> None:
+    # What the benchmark's contended GPU pods do (held back by cpu at their own quota):
+    # the pod waits on a100 (its first flavor), and team-a lends none of the h100
+    # guarantee the pod would take, so when the cpu comes back it runs at once.
+    eng = cpu_bound(Mode.HELD_BACK)
+    assert eng.holds.held("team-a") == {f"{GPU}@h100": 1}
+    assert len(admitted_on(eng, "team-b", "h100")) == 3
+    eng.forget_pod("team-a/cpu-only")
+    assert run(eng, 2.0, 40.0) == []
+    assert eng.pods["team-a/gpu"].state is PodState.ADMITTED
+    assert eng.pods["team-a/gpu"].flavor == "h100"
+
+
+@pytest.mark.parametrize("mode", [Mode.OFF, Mode.FREED])
+def test_without_it_the_guarantee_is_lent_and_reclaimed_when_the_cpu_comes(mode: Mode) -> None:
+    eng = cpu_bound(mode)
+    assert len(admitted_on(eng, "team-b", "h100")) == 4
+    eng.forget_pod("team-a/cpu-only")
+    evicted = run(eng, 2.0, 40.0)
+    assert len(evicted) == 1
+    assert evicted[0].startswith("team-b/")
+    assert eng.pods["team-a/gpu"].state is PodState.ADMITTED
 
 
 # ---------------------------------------------------------------- keeping the hold current
