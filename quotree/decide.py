@@ -682,7 +682,7 @@ class Decider:
 
     #: The rule of `hold.py` new deciders start with (Mode.OFF: pending pods count on their
     #: wait flavor only, the rule before it; the tests and `bench_flavor_ab.py` compare).
-    hold_mode = Mode.HELD_BACK
+    hold_mode = Mode.ALL
 
     #: Judge a flavor the pod is not charged to by a bound first (`flavor_fit.judge`), and
     #: move its demand there only when it may fit (off: move it to every flavor that passes

@@ -3,32 +3,34 @@
 Why a module of its own: a pending pod's request counts on one flavor at a time (its
 wait flavor, `decide.Decider._place_on_flavor`), and runtime follows demand. Without
 more, the guarantee a quota has on its other flavors is lent to hungry siblings while
-its pods wait (held back by cpu, say); when a pod of the quota can run, it moves there,
+its pods wait on one; when a pod of the quota can run on another, it moves there,
 takes the GPU back, and the sibling is reclaimed 30 s later: pods admitted only to be
 evicted (bench/RESULTS.md, "Engine with 2 resource flavors"). Without flavors that
 cannot happen: a pending pod's request counts in its quota's demand whatever holds it
 back. This module adds, for each quota Q and flavored resource `r` = `<resource>@<f>`,
 a hold to Q's raw request on `r`:
 
-    hold = min(P, max(0, min_Q(r) - charged))        (Mode.HELD_BACK, the default)
+    hold = min(P, max(0, min_Q(r) - charged))             (Mode.ALL, the default)
 
 - `charged`: what Q's pods are charged on `r` (admitted, and pending pods waiting on f);
 - `P`: what Q's pending pods that may use f (`flavors.allowed_flavors`) but wait on
-  another flavor would take on `r`, counting only the pods Q itself holds back (the
-  decider found them short at Q on their wait flavor, `Decider._scan_pending`): a pod
-  that fits Q and waits for lent quota gets its GPU from reclaim on its wait flavor,
-  and holding for it elsewhere too would reclaim on two flavors for one pod.
+  another flavor would take on `r`.
 
 So the hold never takes Q above its own min on a flavor that is not the pod's wait
-flavor. `Mode.ALL` counts every pending pod in P (an idle quota whose guarantee is lent
-on two flavors then reclaims on both for one pod); `Mode.FREED` counts every pending pod
-but holds only what Q freed on `r` while they waited (`K`: an admitted pod of Q there
-left; at most `min - used`; forgotten when no pending pod of Q may use f); `Mode.OFF`
-holds nothing (the rule before). The hold is part of the raw request the tree keeps
-(`QuotaTree.add_request`), so a full recomputation gives the same runtimes and
-`status.request` shows it. Every tree that charges the pod holds (its quotas there,
-`PodRecord.also`). docs/design.md, "Pending pods hold their quota's guarantee on their
-other flavors".
+flavor, and while its pods wait, Q lends none of the guarantee they could use: as
+without flavors, nothing is lent to be taken back. The cost: an idle quota whose
+guarantee is lent on two flavors and that gets pending pods reclaims on both (reclaim
+cannot tell held demand from requested demand), up to one pod per held GPU more than
+its pods need. The narrower rules remove that cost but not the churn (bench/RESULTS.md):
+`Mode.HELD_BACK` counts in P only the pods Q itself holds back (the decider found them
+short at Q on their wait flavor, `Decider._scan_pending`; a pod that fits Q and waits
+for reclaim holds nothing elsewhere); `Mode.FREED` holds only what Q freed on `r` while
+its pods waited (`K`: an admitted pod of Q there left; at most `min - used`; forgotten
+when no pending pod of Q may use f); `Mode.OFF` holds nothing (the rule before). The
+hold is part of the raw request the tree keeps (`QuotaTree.add_request`), so a full
+recomputation gives the same runtimes and `status.request` shows it. Every tree that
+charges the pod holds (its quotas there, `PodRecord.also`). docs/design.md, "Pending
+pods hold their quota's guarantee on their other flavors".
 
 The engine feeds it: a pending pod placed (`add`), found held back or not (`held_back`),
 moved to another flavor (`moved`), admitted or gone (`remove`), an admitted pod gone
@@ -50,12 +52,12 @@ __all__ = ["Holds", "Mode"]
 
 
 class Mode(enum.Enum):
-    OFF = "off"  # pending pods count on their wait flavor only
-    #: pods their own quota holds back (not waiting for reclaim) hold its whole unused
-    #: guarantee on their other flavors (default)
+    OFF = "off"  # pending pods count on their wait flavor only (the rule before)
+    #: every pending pod holds its quota's unused guarantee on its other flavors (default)
+    ALL = "all"
+    #: only the pods their own quota holds back (not those waiting for reclaim) hold
     HELD_BACK = "held-back"
-    FREED = "freed"  # they keep what their quota frees on their other flavors
-    ALL = "all"  # every pending pod holds its quota's unused guarantee on its other flavors
+    FREED = "freed"  # they keep only what their quota frees on their other flavors
 
 
 @dataclass(slots=True)
@@ -69,7 +71,7 @@ class _Pending:
 class Holds:
     """The holds of every quota, kept current as pending pods come, move and go."""
 
-    def __init__(self, tree_of: Callable[[str], QuotaTree], mode: Mode = Mode.HELD_BACK) -> None:
+    def __init__(self, tree_of: Callable[[str], QuotaTree], mode: Mode = Mode.ALL) -> None:
         self._tree_of = tree_of
         self.mode = mode
         self._pods: dict[str, _Pending] = {}

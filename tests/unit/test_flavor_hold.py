@@ -184,9 +184,11 @@ def test_one_waiting_pod_of_an_idle_quota_reclaims_on_its_wait_flavor_only(mode:
     assert eng.holds.held("team-a") == {}
 
 
-def test_holding_the_whole_guarantee_would_reclaim_on_both_flavors() -> None:
-    # Why `Mode.FREED` and not `Mode.ALL` (hold the unused guarantee, lent or not): with one
-    # pod waiting, team-b goes over its runtime on both flavors and loses one pod on each.
+def test_the_default_rule_reclaims_on_both_flavors_for_one_pod() -> None:
+    # The cost of `Mode.ALL`, the default (docs/design.md says why it is still the
+    # default): with one pod waiting, team-b goes over its runtime on both flavors and
+    # loses one pod on each; the h100 one was evicted for nothing.
+    assert Engine.hold_mode is Mode.ALL
     eng = lent_on_both(Mode.ALL)
     eng.observe_pod(pod("team-a", "new"))
     evicted = run(eng, 1.0, 40.0)
