@@ -1,11 +1,12 @@
 """Pending pods hold their quota's guarantee on the other flavors they may use (`hold.py`).
 
-docs/design.md, "Which flavor a pod waits on when none fits now". The cases are the
-two the rule was weighed on: (a) a quota frees a GPU on the flavor its pending pod
+docs/design.md, "Pending pods hold their quota's guarantee on their other flavors". The
+cases the rule was weighed on: (a) a quota frees a GPU on the flavor its pending pod
 does not wait on (old rule: lent to a hungry sibling, taken back, the sibling
 reclaimed 30 s later); (b) an idle quota whose guarantee is lent on both flavors gets
-one pending pod (holding the whole guarantee on every flavor would start reclaim on
-both and evict one pod for nothing).
+one pending pod (the whole hold, the default, reclaims on both flavors: one pod evicted
+for nothing; the narrower rules reclaim on the wait flavor only); (c) a pod its own
+quota holds back (by cpu) while a sibling wants the GPUs of its other flavor.
 """
 
 from __future__ import annotations
