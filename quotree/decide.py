@@ -448,7 +448,8 @@ class Decider:
         # ancestor; any other pending pod fails its own quota first, so the ancestors' room
         # growing cannot let it in. Looking again then would only redo reasons, and only
         # when the quota happens to change too (the `skip_shrunk_quotas` shortcut does not).
-        width = 3 if self._forest or name in self._waiting_on_ancestor else 2
+        # With flavors or several trees a pod may be tried elsewhere: every number counts.
+        width = 3 if self._forest or self.flavors or name in self._waiting_on_ancestor else 2
         if (
             not force
             and before is not None

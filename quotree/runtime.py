@@ -299,6 +299,8 @@ class QuotaTree:
             node.resources = frozenset(above[node.name] | below[node.name])
             node.set_limits()
         for parent_node in (self.root, *self._order):
+            if parent_node.is_quota:
+                continue  # no children, and no slots for them (`TreeNode`)
             children = live_children(parent_node.name)
             parent_node.children_in = {
                 r: [c for c in children if r in c.resources] for r in parent_node.resources
@@ -331,14 +333,15 @@ class QuotaTree:
                     node.used[resource] = sum(c.used[resource] for c in children)
             for resource in node.resources:
                 node.demand[resource] = node.clamp(resource)
-        for parent in (root, *order):
+        parents = [root, *(node for node in order if not node.is_quota)]
+        for parent in parents:
             for resource, children in parent.children_in.items():
                 parent.sum_min[resource] = sum(c.min[resource] for c in children)
                 parent.sum_target[resource] = sum(c.target(resource) for c in children)
         for resource in root.resources:
             root.used[resource] = sum(c.used[resource] for c in root.children_in[resource])
             root.runtime[resource] = root.guarantee[resource] = self.root_total(resource)
-        for parent in (root, *order):
+        for parent in parents:
             for resource in parent.children_in:
                 distribute(parent, resource, None, at_root=parent is root)
         self._dirty = {}

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from quotree.models import GROUP, VERSION
 from quotree_main import startup
+from quotree_operator import heap
 from quotree_operator.client import Kube, KubeError
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
@@ -155,6 +156,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             ("quotree-decisions", controller.decision_loop()),
             ("quotree-status", controller.status_writer.run()),
             ("quotree-lease", lease.run()),
+            ("quotree-heap", heap.keep_trimmed()),
         )
     )
     logger.info(

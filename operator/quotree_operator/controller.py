@@ -19,6 +19,7 @@ from quotree.engine import Decisions, Engine
 from quotree_operator.actuator import Actuator
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
+from quotree_operator.heap import trim
 from quotree_operator.inputs import Inputs, Signals
 from quotree_operator.metrics import METRICS
 from quotree_operator.namespaces import NamespaceLabels
@@ -57,6 +58,7 @@ class Controller:
     async def load(self) -> None:
         """Rebuild the engine from the API; call before any watch starts."""
         self._pods_version = await self.inputs.load(self.kube)
+        trim()  # the listed bodies are gone: their pages go back to the system
 
     async def watch_quota_objects(self, kind: str) -> None:
         """Every Cohort or ElasticQuota (`kind`) change after `load()`, forever (not through
