@@ -8,6 +8,8 @@ time (`time.process_time`, which moves less with the machine's load than wall ti
 Versions are given as source folders (`--version after=. --version before=/tmp/snap`);
 each run uses that folder's `quotree` and `bench/bench_engine.py` (PYTHONPATH), and the
 same seed, so every version sees the same events. Rounds alternate the versions' order.
+`name=folder#mode` also sets `Decider.hold_mode` (`quotree/hold.py`: off, freed, all),
+for a version that has it: `--version all=.#all` measures one folder under another rule.
 
 With `--counts`, each version runs each case once more, untimed, counting per event the
 quotas the decider looks at (`Decider._decide_quota`), the pending queues it scans
@@ -65,6 +67,10 @@ def _count(counts: dict[str, int]) -> None:
 
 def worker(folder: str, case: Case, counting: bool = False) -> None:
     flavors, trees, n, contended, events = case
+    folder, _, hold = folder.partition("#")
+    if hold:
+        hold_module = importlib.import_module("quotree.hold")
+        importlib.import_module("quotree.decide").Decider.hold_mode = hold_module.Mode(hold)
     sys.path.insert(0, str(Path(folder) / "bench"))
     b = importlib.import_module("bench_engine")  # the version under test's
     counts = dict.fromkeys(("_decide_quota", "_scan_pending", "demand moves", "evictions"), 0)
@@ -103,7 +109,7 @@ def worker(folder: str, case: Case, counting: bool = False) -> None:
 
 
 def run(folder: str, case: Case, counting: bool = False) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(Path(folder).resolve())}
+    env = {**os.environ, "PYTHONPATH": str(Path(folder.partition("#")[0]).resolve())}
     args = [sys.executable, __file__, "--worker", folder, *(str(int(x)) for x in case)]
     args += ["count"] if counting else []
     out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
@@ -122,14 +128,16 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--counts", action="store_true", help="count the decider's work too")
+    parser.add_argument("--regimes", default="roomy,contended")
     args = parser.parse_args()
+    regimes = [r for r in args.regimes.split(",") if r]
     versions = [tuple(v.split("=", 1)) for v in args.version]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     results: dict[tuple[str, str, int, int, int], list[dict]] = {}
     for round_ in range(args.rounds):
         order = versions if round_ % 2 == 0 else list(reversed(versions))
         for n in sizes:
-            for regime in ("roomy", "contended"):
+            for regime in regimes:
                 for flavors, trees in SHAPES:
                     for name, folder in order:
                         case = (flavors, trees, n, regime == "contended", args.events)
@@ -158,7 +166,7 @@ def main() -> None:
         )
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for n in sizes:
-            for regime in ("roomy", "contended"):
+            for regime in regimes:
                 for flavors, trees in SHAPES:
                     for name, folder in versions:
                         case = (flavors, trees, n, regime == "contended", args.events)
@@ -193,7 +201,7 @@ def main() -> None:
         + " |"
     )
     print("| --- | --- | --- | --- |" + " --- | --- | --- |" * len(versions))
-    for regime in ("roomy", "contended"):
+    for regime in regimes:
         for n in sizes:
             for flavors, trees in SHAPES:
                 cells = []

@@ -25,6 +25,7 @@ from quotree.eviction import (
     reclaim_victims,
 )
 from quotree.flavors import allowed_flavors, charge
+from quotree.hold import Holds, Mode
 from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, MAINTENANCE_ANNOTATION, FlavorConfig
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.runtime import OUTSIDE, QuotaTree
@@ -80,6 +81,9 @@ class Decider:
         self.flavors: dict[str, FlavorConfig] = {}  # ResourceFlavors by name
         #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
         self.maintenance: str | None = None
+        #: What pending pods hold on the flavors they do not wait on (`hold.py`); set
+        #: `holds.mode` before the first pod to compare rules (tests, benchmarks).
+        self.holds = Holds(self.tree_of, self.hold_mode)
 
     # ------------------------------------------------------------ records
 
@@ -125,6 +129,7 @@ class Decider:
             flavor = self.flavors.get(record.flavor)
             if flavor is not None:
                 facts.node_selector = {**facts.node_selector, **flavor.node_labels}
+        self.holds.remove(record.key)  # it is charged where it runs now, and only there
 
     def _charge_outside(self, record: PodRecord, sign: int) -> None:
         """An admitted pod holds capacity in the trees that do not charge it too."""
@@ -505,9 +510,11 @@ class Decider:
                 continue
             np_short = admission.non_preemptible_shortfall(node, pods, record)
             if np_short:
+                self.holds.held_back(key, True)
                 self._set_why(name, node, record, np_short, out, non_preemptible=True)
                 continue
             short = admission.shortfall(node, record)
+            self.holds.held_back(key, bool(short))  # else it is admitted or waits for reclaim
             if not short:
                 if not self._waits_for_ancestor(
                     name, path, node, record, out
@@ -643,15 +650,40 @@ class Decider:
         assert config is not None
         # The pod's demand moves in every tree that charges it (api.md, "Several trees").
         charged_to = (record.quota, *record.also)
+        before = record.request
         for quota in charged_to:
-            self.tree_of(quota).add_request(quota, record.request, -1)
+            self.tree_of(quota).add_request(quota, before, -1)
         record.flavor = flavor
         record.charged = charge(
             config, record.facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
         )
         for quota in charged_to:
             self.tree_of(quota).add_request(quota, record.request)
+        self.holds.moved(record.key, flavor)
+        self.holds.changed(charged_to, (*before, *record.request))
         record.reason_key = None
+
+    def _hold_pending(self, record: PodRecord) -> None:
+        """A new pending pod charged to a flavor holds its quota's guarantee on the other
+        flavors it may use (`hold.py`)."""
+        if record.flavor is None or record.quota is None or self.holds.mode is Mode.OFF:
+            return
+        config = self.tree_of(record.quota).config(record.quota)
+        if config is None:
+            return
+        allowed = allowed_flavors(config, record.facts, self.flavors)
+        if len(allowed) < 2:
+            return
+        on = {}
+        for flavor in allowed:
+            suffix = f"@{flavor}"
+            amounts = charge(config, record.facts.request, self.flavors[flavor])
+            on[flavor] = {r: a for r, a in amounts.items() if r.endswith(suffix)}
+        self.holds.add(record.key, (record.quota, *record.also), on, record.flavor)
+
+    #: The rule of `hold.py` new deciders start with (Mode.OFF: pending pods count on their
+    #: wait flavor only, the rule before it; the tests and `bench_flavor_ab.py` compare).
+    hold_mode = Mode.ALL
 
     #: Judge a flavor the pod is not charged to by a bound first (`flavor_fit.judge`), and
     #: move its demand there only when it may fit (off: move it to every flavor that passes

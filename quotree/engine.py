@@ -89,6 +89,7 @@ class Engine(Decider):
         if config.is_leaf:
             self.coverage.add(config)
         self._touched.add(config.name)
+        self.holds.sync(config.name)  # its min may have changed
         self._reresolve(namespaces_of(old) | namespaces_of(config))
         if (
             config.is_leaf
@@ -214,6 +215,7 @@ class Engine(Decider):
         if name not in home.structure:
             self._tree_by_name.pop(name, None)
         self._touched.add(name)
+        self.holds.sync(name)  # no min any more (or another object's)
         self._reresolve(namespaces)
         if shadowed and name not in home.structure:
             self.set_config(shadowed.pop(0))  # the name is free: the next object takes it
@@ -289,6 +291,7 @@ class Engine(Decider):
         Admitted pods keep their flavor and their place in the in-quota order; pending
         pods are placed again.
         """
+        self.holds.replaying = True  # the same pods come back: none of them frees anything
         for quota in sorted(quotas):
             pods = self._quota_pods.get(quota)
             if pods is None:
@@ -307,6 +310,7 @@ class Engine(Decider):
                 again = self.observe_pod(facts)
                 if again is not None and again.state is PodState.ADMITTED:
                     again.admitted_seq, again.capacity = seq, capacity
+        self.holds.replaying = False
 
     def _charge_new(self, record: PodRecord) -> None:
         """Which flavor a new pod of a quota that splits its request by flavor is charged to.
@@ -428,8 +432,10 @@ class Engine(Decider):
                 other_pods.add_also_pending(record)
         if facts.gated:
             pods.enqueue(record)
+            self._hold_pending(record)
         else:
             self._admit(record, "running without the gate")
+        self.holds.changed((quota, *record.also), record.request)
         return record
 
     def forget_pod(self, key: str) -> PodRecord | None:
@@ -462,6 +468,11 @@ class Engine(Decider):
                 other_tree.add_used(other, record.request, -1)
         if admitted and self._forest:
             self._charge_outside(record, -1)
+        if admitted:
+            self.holds.freed((record.quota, *record.also), record.request)
+        else:
+            self.holds.remove(key)
+        self.holds.changed((record.quota, *record.also), record.request)
         return record
 
     def eviction_refused(self, key: str) -> None:

@@ -176,6 +176,10 @@ class QuotaTree:
     def quota_used(self, quota: str) -> Mapping[str, int]:
         return self._quota_used.get(quota, {})
 
+    def quota_request(self, quota: str) -> Mapping[str, int]:
+        """The quota's raw request (its pods', and `hold.Holds`' holds) per resource."""
+        return self._quota_raw_request.get(quota, {})
+
     # ------------------------------------------------------------ queries
 
     def node(self, name: str) -> TreeNode | None:

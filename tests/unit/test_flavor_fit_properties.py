@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from quotree import flavor_fit
 from quotree.engine import Engine
+from quotree.hold import Mode
 from quotree.models import (
     GPU_MEMORY,
     PREEMPTIBLE_LABEL,
@@ -242,10 +243,13 @@ def _run(eng: Engine, world: World, stream: list[tuple[Any, ...]]) -> list[objec
     return log
 
 
-def _same_decisions(world: World, stream: list[tuple[Any, ...]], mode: str, delay: float) -> None:
+def _same_decisions(
+    world: World, stream: list[tuple[Any, ...]], mode: str, delay: float, hold: Mode
+) -> None:
     logs = []
     for bound in (True, False):
         eng = _engine(world, mode, delay)
+        eng.holds.mode = hold  # the bound holds whatever pending pods hold (`hold.py`)
         eng.bound_flavors = bound
         logs.append(_run(eng, world, stream))
     assert logs[0] == logs[1]
@@ -257,11 +261,12 @@ def _same_decisions(world: World, stream: list[tuple[Any, ...]], mode: str, dela
     events,
     st.sampled_from(["simulate", "operator"]),
     st.sampled_from([0.0, 5.0, 30.0]),
+    st.sampled_from(list(Mode)),
 )
 def test_the_flavor_bound_changes_no_decision(
-    world: World, stream: list[tuple[Any, ...]], mode: str, delay: float
+    world: World, stream: list[tuple[Any, ...]], mode: str, delay: float, hold: Mode
 ) -> None:
-    _same_decisions(world, stream, mode, delay)
+    _same_decisions(world, stream, mode, delay, hold)
 
 
 @PROPERTY
@@ -270,11 +275,12 @@ def test_the_flavor_bound_changes_no_decision(
     events,
     st.sampled_from(["simulate", "operator"]),
     st.sampled_from([0.0, 5.0, 30.0]),
+    st.sampled_from(list(Mode)),
 )
 def test_the_flavor_bound_changes_no_decision_in_a_forest(
-    world: World, stream: list[tuple[Any, ...]], mode: str, delay: float
+    world: World, stream: list[tuple[Any, ...]], mode: str, delay: float, hold: Mode
 ) -> None:
-    _same_decisions(world, stream, mode, delay)
+    _same_decisions(world, stream, mode, delay, hold)
 
 
 @PROPERTY

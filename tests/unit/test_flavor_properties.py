@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotree.engine import Engine, PodState
-from quotree.flavors import allows
+from quotree.flavors import allowed_flavors, allows, charge
+from quotree.hold import Mode
 from quotree.models import FlavorConfig, NodeConfig, PodFacts, parse_node
 from quotree.quantity import UNLIMITED
 from quotree.simulate import SimulatedEngine
@@ -152,14 +153,17 @@ def runtimes(eng: Engine) -> dict[tuple[str, str], tuple[int, int, int]]:
     ),
     rnd=st.randoms(use_true_random=False),
     simulated=st.booleans(),
+    hold=st.sampled_from(list(Mode)),
 )
 def test_incremental_equals_full_recomputation_with_flavors(
     configs: list[NodeConfig],
     stream: list[tuple[int, int, tuple[Any, Any], int]],
     rnd: random.Random,
     simulated: bool,
+    hold: Mode,
 ) -> None:
     eng: Engine = SimulatedEngine() if simulated else Engine(reclaim_delay=0.0)
+    eng.holds.mode = hold
     for flavor in FLAVORS.values():
         eng.set_flavor(flavor)
     for config in configs:
@@ -189,6 +193,47 @@ def test_incremental_equals_full_recomputation_with_flavors(
                 record = eng.pods[key]
                 if record.flavor is not None:
                     assert set(record.request) == {f"{GPU}@{record.flavor}"}
+        check_holds(eng)
     incremental = runtimes(eng)
     eng.tree.recompute()
     assert runtimes(eng) == incremental
+
+
+def check_holds(eng: Engine) -> None:
+    """Every quota's hold, against its pods counted from scratch (`hold.py`): never above
+    what its pending pods waiting on another flavor would take there, never taking its
+    demand above its min; with `Mode.ALL`, exactly min(P, min - charged); OFF: none."""
+    waiting: dict[tuple[str, str], int] = {}
+    charged: dict[tuple[str, str], int] = {}
+    for record in eng.pods.values():
+        if record.quota is None:
+            continue
+        for resource, amount in record.request.items():
+            key = (record.quota, resource)
+            charged[key] = charged.get(key, 0) + amount
+        config = eng.tree.config(record.quota)
+        if record.state is not PodState.PENDING or config is None:
+            continue
+        for flavor in allowed_flavors(config, record.facts, eng.flavors):
+            if flavor == record.flavor:
+                continue
+            for resource, amount in charge(
+                config, record.facts.request, eng.flavors[flavor]
+            ).items():
+                if resource.endswith(f"@{flavor}"):
+                    key = (record.quota, resource)
+                    waiting[key] = waiting.get(key, 0) + amount
+    for name, config in eng.tree.configs().items():
+        held = eng.holds.held(name)
+        if eng.holds.mode is Mode.OFF:
+            assert held == {}
+            continue
+        for resource in set(held) | {r for q, r in waiting if q == name}:
+            key = (name, resource)
+            room = max(0, config.min.get(resource, 0) - charged.get(key, 0))
+            assert held.get(resource, 0) <= min(waiting.get(key, 0), room)
+            if eng.holds.mode is Mode.ALL:
+                assert held.get(resource, 0) == min(waiting.get(key, 0), room)
+            assert eng.tree.quota_request(name).get(resource, 0) == charged.get(key, 0) + held.get(
+                resource, 0
+            )

@@ -1,0 +1,213 @@
+"""Pending pods hold their quota's guarantee on the other flavors they may use.
+
+Why a module of its own: a pending pod's request counts on one flavor at a time (its
+wait flavor, `decide.Decider._place_on_flavor`), and runtime follows demand. Without
+more, the guarantee a quota has on its other flavors is lent to hungry siblings while
+its pods wait on one; when a pod of the quota can run on another, it moves there,
+takes the GPU back, and the sibling is reclaimed 30 s later: pods admitted only to be
+evicted (bench/RESULTS.md, "Engine with 2 resource flavors"). Without flavors that
+cannot happen: a pending pod's request counts in its quota's demand whatever holds it
+back. This module adds, for each quota Q and flavored resource `r` = `<resource>@<f>`,
+a hold to Q's raw request on `r`:
+
+    hold = min(P, max(0, min_Q(r) - charged))             (Mode.ALL, the default)
+
+- `charged`: what Q's pods are charged on `r` (admitted, and pending pods waiting on f);
+- `P`: what Q's pending pods that may use f (`flavors.allowed_flavors`) but wait on
+  another flavor would take on `r`.
+
+So the hold never takes Q above its own min on a flavor that is not the pod's wait
+flavor, and while its pods wait, Q lends none of the guarantee they could use: as
+without flavors, nothing is lent to be taken back. The cost: an idle quota whose
+guarantee is lent on two flavors and that gets pending pods reclaims on both (reclaim
+cannot tell held demand from requested demand), up to one pod per held GPU more than
+its pods need. The narrower rules remove that cost but not the churn (bench/RESULTS.md):
+`Mode.HELD_BACK` counts in P only the pods Q itself holds back (the decider found them
+short at Q on their wait flavor, `Decider._scan_pending`; a pod that fits Q and waits
+for reclaim holds nothing elsewhere); `Mode.FREED` holds only what Q freed on `r` while
+its pods waited (`K`: an admitted pod of Q there left; at most `min - used`; forgotten
+when no pending pod of Q may use f); `Mode.OFF` holds nothing (the rule before). The
+hold is part of the raw request the tree keeps (`QuotaTree.add_request`), so a full
+recomputation gives the same runtimes and `status.request` shows it. Every tree that
+charges the pod holds (its quotas there, `PodRecord.also`). docs/design.md, "Pending
+pods hold their quota's guarantee on their other flavors".
+
+The engine feeds it: a pending pod placed (`add`), found held back or not (`held_back`),
+moved to another flavor (`moved`), admitted or gone (`remove`), an admitted pod gone
+(`freed`), any change of what a quota is charged (`changed`: a hold never takes demand
+above the min), a quota's min changed (`sync`). Pods a flavor change charges again
+(`Engine._recharge`) free nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from quotree.quantity import add_amounts
+from quotree.runtime import QuotaTree
+
+__all__ = ["Holds", "Mode"]
+
+
+class Mode(enum.Enum):
+    OFF = "off"  # pending pods count on their wait flavor only (the rule before)
+    #: every pending pod holds its quota's unused guarantee on its other flavors (default)
+    ALL = "all"
+    #: only the pods their own quota holds back (not those waiting for reclaim) hold
+    HELD_BACK = "held-back"
+    FREED = "freed"  # they keep only what their quota frees on their other flavors
+
+
+@dataclass(slots=True)
+class _Pending:
+    quotas: tuple[str, ...]  # every quota that charges it, in every tree
+    on: dict[str, dict[str, int]]  # allowed flavor -> its request there (flavored names)
+    flavor: str  # the flavor it is charged to now (its wait flavor)
+    counts: bool  # its request counts in P (Mode.HELD_BACK: while its quota holds it back)
+
+
+class Holds:
+    """The holds of every quota, kept current as pending pods come, move and go."""
+
+    def __init__(self, tree_of: Callable[[str], QuotaTree], mode: Mode = Mode.ALL) -> None:
+        self._tree_of = tree_of
+        self.mode = mode
+        self._pods: dict[str, _Pending] = {}
+        # quota -> flavored resource -> amount
+        self._waiting: dict[str, dict[str, int]] = {}  # P: pending pods charged elsewhere
+        self._allowed: dict[str, dict[str, int]] = {}  # pending pods that may use it at all
+        self._kept: dict[str, dict[str, int]] = {}  # K: freed while such pods waited
+        self._held: dict[str, dict[str, int]] = {}  # the hold in the tree's raw request now
+        #: Pods are forgotten and observed again (`Engine._recharge`): leaving is not freeing.
+        self.replaying = False
+
+    def held(self, quota: str) -> Mapping[str, int]:
+        """The quota's hold per flavored resource (tests and benchmarks read it)."""
+        return self._held.get(quota, {})
+
+    def add(
+        self, key: str, quotas: tuple[str, ...], on: dict[str, dict[str, int]], flavor: str
+    ) -> None:
+        """A pending pod charged to `flavor`, which may use the flavors of `on`."""
+        if self.mode is Mode.OFF or len(on) < 2:
+            return  # one allowed flavor: nothing waits elsewhere
+        # Mode.HELD_BACK: a new pod holds nothing until the decider finds its quota short.
+        pending = _Pending(quotas, on, flavor, self.mode is not Mode.HELD_BACK)
+        self._pods[key] = pending
+        self._count(pending, 1)
+
+    def remove(self, key: str) -> None:
+        """The pod is no longer pending (admitted or gone)."""
+        pending = self._pods.pop(key, None)
+        if pending is not None:
+            self._count(pending, -1)
+
+    def moved(self, key: str, flavor: str) -> None:
+        """The pending pod is charged to `flavor` now (call after its request moved)."""
+        pending = self._pods.get(key)
+        if pending is None or pending.flavor == flavor:
+            return
+        old = pending.flavor
+        if pending.counts:
+            for quota in pending.quotas:
+                waiting = self._waiting.setdefault(quota, {})
+                add_amounts(waiting, pending.on.get(old, {}), 1)
+                add_amounts(waiting, pending.on.get(flavor, {}), -1)
+        pending.flavor = flavor
+        self._sync(pending.quotas, (*pending.on.get(old, ()), *pending.on.get(flavor, ())))
+
+    def held_back(self, key: str, short: bool) -> None:
+        """Mode.HELD_BACK: whether the pending pod's own quota holds it back (`short`) or
+        it fits there and waits for lent quota (reclaim) or another tree: only the first
+        holds, since reclaim already brings the second its GPUs on its wait flavor."""
+        pending = self._pods.get(key)
+        if pending is None or self.mode is not Mode.HELD_BACK or pending.counts == short:
+            return
+        pending.counts = short
+        resources: list[str] = []
+        for flavor, amounts in pending.on.items():
+            if flavor != pending.flavor:
+                resources.extend(amounts)
+                for quota in pending.quotas:
+                    add_amounts(self._waiting.setdefault(quota, {}), amounts, 1 if short else -1)
+        self._sync(pending.quotas, resources)
+
+    def freed(self, quotas: Iterable[str], charged: Mapping[str, int]) -> None:
+        """An admitted pod charged `charged` left `quotas` (call after its request and use
+        went): what it held there is kept for their pending pods that may use it."""
+        if self.mode is not Mode.FREED or self.replaying:
+            return
+        for quota in quotas:
+            waiting = self._waiting.get(quota)
+            if not waiting:
+                continue
+            kept = self._kept.setdefault(quota, {})
+            resources = [r for r in charged if waiting.get(r, 0) > 0]
+            for resource in resources:
+                kept[resource] = kept.get(resource, 0) + charged[resource]
+            if resources:
+                self.sync(quota, resources)
+
+    def changed(self, quotas: Iterable[str], resources: Iterable[str]) -> None:
+        """What `quotas` are charged on `resources` changed (a pod came, left or moved): the
+        holds there follow (a hold never takes a quota's demand above its min)."""
+        if self.mode is Mode.OFF:
+            return
+        for quota in quotas:
+            allowed = self._allowed.get(quota)
+            if allowed:
+                self.sync(quota, [r for r in resources if r in allowed])
+
+    def sync(self, quota: str, resources: Iterable[str] | None = None) -> None:
+        """Bring the quota's holds up to date (resources None: every one it holds or may)."""
+        if resources is None:
+            resources = (
+                set(self._held.get(quota, ()))
+                | set(self._allowed.get(quota, ()))
+                | set(self._kept.get(quota, ()))
+            )
+        tree = self._tree_of(quota)
+        config = tree.config(quota)
+        mins: Mapping[str, int] = config.min if config is not None and config.is_leaf else {}
+        request = tree.quota_request(quota)
+        used = tree.quota_used(quota)
+        held = self._held.setdefault(quota, {})
+        waiting = self._waiting.get(quota, {})
+        allowed = self._allowed.get(quota, {})
+        kept = self._kept.get(quota, {})
+        for resource in resources:
+            now = held.get(resource, 0)
+            floor = mins.get(resource, 0)
+            want = min(waiting.get(resource, 0), max(0, floor - (request.get(resource, 0) - now)))
+            if self.mode is Mode.FREED:
+                if allowed.get(resource, 0) <= 0:
+                    kept.pop(resource, None)  # no pending pod may use it: forget
+                keep = min(kept.get(resource, 0), max(0, floor - used.get(resource, 0)))
+                if keep > 0:
+                    kept[resource] = keep
+                else:
+                    kept.pop(resource, None)
+                want = min(want, keep)
+            if want != now:
+                tree.add_request(quota, {resource: want - now})
+                if want:
+                    held[resource] = want
+                else:
+                    del held[resource]
+
+    def _count(self, pending: _Pending, sign: int) -> None:
+        resources: list[str] = []
+        for flavor, amounts in pending.on.items():
+            resources.extend(amounts)
+            for quota in pending.quotas:
+                add_amounts(self._allowed.setdefault(quota, {}), amounts, sign)
+                if flavor != pending.flavor and pending.counts:
+                    add_amounts(self._waiting.setdefault(quota, {}), amounts, sign)
+        self._sync(pending.quotas, resources)
+
+    def _sync(self, quotas: tuple[str, ...], resources: Iterable[str]) -> None:
+        resources = tuple(resources)
+        for quota in quotas:
+            self.sync(quota, resources)

@@ -1,0 +1,305 @@
+"""Pending pods hold their quota's guarantee on the other flavors they may use (`hold.py`).
+
+docs/design.md, "Pending pods hold their quota's guarantee on their other flavors". The
+cases the rule was weighed on: (a) a quota frees a GPU on the flavor its pending pod
+does not wait on (old rule: lent to a hungry sibling, taken back, the sibling
+reclaimed 30 s later); (b) an idle quota whose guarantee is lent on both flavors gets
+one pending pod (the whole hold, the default, reclaims on both flavors: one pod evicted
+for nothing; the narrower rules reclaim on the wait flavor only); (c) a pod its own
+quota holds back (by cpu) while a sibling wants the GPUs of its other flavor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from quotree.engine import Engine, PodState
+from quotree.hold import Mode
+from quotree.models import FlavorConfig, NodeConfig, PodFacts, parse_node
+
+GPU = "nvidia.com/gpu"
+A100 = FlavorConfig("a100", {"gpu": "a100"})
+H100 = FlavorConfig("h100", {"gpu": "h100"})
+TWO_EACH = {"flavors": [{"name": "a100", "min": {GPU: "2"}}, {"name": "h100", "min": {GPU: "2"}}]}
+
+
+def eq(name: str, **spec: Any) -> NodeConfig:
+    return parse_node(
+        {"kind": "ElasticQuota", "metadata": {"name": name, "namespace": name}, "spec": spec}
+    )
+
+
+def pod(namespace: str, name: str, *, flavor: str | None = None, gated: bool = True) -> PodFacts:
+    return PodFacts(
+        namespace,
+        name,
+        {GPU: 1},
+        gated=gated,
+        node_selector={"gpu": flavor} if flavor else {},
+    )
+
+
+def engine(mode: Mode, *configs: NodeConfig) -> Engine:
+    eng = Engine(reclaim_delay=30.0)
+    eng.holds.mode = mode
+    for flavor in (A100, H100):
+        eng.set_flavor(flavor)
+    for config in configs:
+        eng.set_config(config)
+    eng.set_cluster_node("a", {GPU: 4}, {"gpu": "a100"})
+    eng.set_cluster_node("h", {GPU: 4}, {"gpu": "h100"})
+    return eng
+
+
+def admitted_on(eng: Engine, quota: str, flavor: str) -> list[str]:
+    return sorted(
+        r.key
+        for r in eng.pods.values()
+        if r.quota == quota and r.state is PodState.ADMITTED and r.flavor == flavor
+    )
+
+
+def run(eng: Engine, start: float, end: float) -> list[str]:
+    """decide() every second from `start` to `end`, evictions carried out; the evicted."""
+    evicted = []
+    now = start
+    while now <= end:
+        for eviction in eng.decide(now).evictions:
+            evicted.append(eviction.pod)
+            eng.forget_pod(eviction.pod)
+        now += 1.0
+    return evicted
+
+
+def full_cluster(mode: Mode) -> Engine:
+    """team-a and team-b each run 2 GPUs on each flavor (their mins: the cluster is full)
+    and each has a pod waiting (on a100, the first flavor)."""
+    eng = engine(mode, eq("team-a", **TWO_EACH), eq("team-b", **TWO_EACH))
+    for team in ("team-a", "team-b"):
+        for flavor in ("a100", "h100"):
+            for i in range(2):
+                eng.observe_pod(pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
+        eng.observe_pod(pod(team, "waiting"))
+    assert run(eng, 0.0, 0.0) == []
+    assert eng.pods["team-a/waiting"].state is PodState.PENDING
+    assert eng.pods["team-b/waiting"].flavor == "a100"
+    return eng
+
+
+# ---------------------------------------------------------------- (a) no lend, no reclaim
+
+
+def more_pods(eng: Engine) -> None:
+    """Each team gets one more pod: both queues are looked at again (in the benchmark,
+    room growing in another resource does the same)."""
+    for team in ("team-a", "team-b"):
+        eng.observe_pod(pod(team, "x-later"))  # after "waiting" in the queue (by name)
+
+
+@pytest.mark.parametrize("mode", [Mode.HELD_BACK, Mode.FREED, Mode.ALL])
+def test_a_gpu_the_quota_frees_on_another_flavor_goes_to_its_own_waiting_pod(mode: Mode) -> None:
+    eng = full_cluster(mode)
+    eng.forget_pod("team-b/h100-0")  # team-b frees an h100 GPU; its pod waits on a100
+    more_pods(eng)
+    # team-b keeps it: its demand on h100 stays at its min, team-a's runtime there does
+    # not grow, so team-a's waiting pod (looked at first, by name) is not let in on it.
+    node = eng.tree.node("team-b")
+    assert node is not None
+    assert eng.holds.held("team-b") == {f"{GPU}@h100": 1}
+    assert node.demand[f"{GPU}@h100"] == 2
+    evicted = run(eng, 1.0, 40.0)
+    assert evicted == []
+    assert eng.pods["team-b/waiting"].state is PodState.ADMITTED
+    assert eng.pods["team-b/waiting"].flavor == "h100"
+    assert eng.pods["team-a/waiting"].state is PodState.PENDING
+    # Admitted, it is charged on h100 only; h100 is at team-b's min: nothing more to hold
+    # for x-later, which waits on a100.
+    assert eng.holds.held("team-b") == {}
+    assert node.demand[f"{GPU}@h100"] == 2
+    assert node.demand[f"{GPU}@a100"] == 3
+
+
+def test_the_old_rule_lends_the_freed_gpu_and_reclaims_it_30s_later() -> None:
+    # What the hold removes (Mode.OFF, pending pods count on their wait flavor only).
+    eng = full_cluster(Mode.OFF)
+    eng.forget_pod("team-b/h100-0")
+    more_pods(eng)
+    assert run(eng, 1.0, 1.0) == []
+    assert eng.pods["team-a/waiting"].flavor == "h100"
+    assert eng.pods["team-a/waiting"].state is PodState.ADMITTED  # lent team-b's GPU
+    assert eng.pods["team-b/waiting"].flavor == "h100"  # and team-b waits to get it back
+    evicted = run(eng, 2.0, 40.0)
+    assert len(evicted) == 1
+    assert evicted[0].startswith("team-a/")
+    assert eng.pods["team-b/waiting"].state is PodState.ADMITTED
+
+
+def test_nothing_is_held_when_the_freed_flavor_is_not_allowed_to_the_waiting_pod() -> None:
+    eng = engine(Mode.FREED, eq("team-a", **TWO_EACH), eq("team-b", **TWO_EACH))
+    for team in ("team-a", "team-b"):
+        for flavor in ("a100", "h100"):
+            for i in range(2):
+                eng.observe_pod(pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
+    eng.observe_pod(pod("team-b", "a100-only", flavor="a100"))
+    eng.observe_pod(pod("team-a", "waiting"))
+    run(eng, 0.0, 0.0)
+    eng.forget_pod("team-b/h100-0")
+    assert eng.holds.held("team-b") == {}
+    eng.observe_pod(pod("team-a", "x-later"))  # team-a's queue is looked at again
+    run(eng, 1.0, 1.0)
+    # team-b's pod may not use h100: the GPU is lent to team-a as before.
+    assert eng.pods["team-a/waiting"].state is PodState.ADMITTED
+    assert eng.pods["team-a/waiting"].flavor == "h100"
+
+
+# ---------------------------------------------------------------- (b) one eviction per pod
+
+
+def lent_on_both(mode: Mode) -> Engine:
+    """team-a is idle; team-b (min 0) borrows team-a's whole guarantee on both flavors."""
+    borrower = {"flavors": [{"name": "a100"}, {"name": "h100"}]}
+    borrower["flavors"][0]["min"] = {GPU: "0"}
+    borrower["flavors"][1]["min"] = {GPU: "0"}
+    eng = engine(mode, eq("team-a", **TWO_EACH), eq("team-b", **borrower))
+    for flavor in ("a100", "h100"):
+        for i in range(4):
+            eng.observe_pod(pod("team-b", f"{flavor}-{i}", flavor=flavor))
+    assert run(eng, 0.0, 0.0) == []
+    assert len(admitted_on(eng, "team-b", "a100")) == len(admitted_on(eng, "team-b", "h100")) == 4
+    return eng
+
+
+@pytest.mark.parametrize("mode", [Mode.HELD_BACK, Mode.FREED])
+def test_one_waiting_pod_of_an_idle_quota_reclaims_on_its_wait_flavor_only(mode: Mode) -> None:
+    eng = lent_on_both(mode)
+    eng.observe_pod(pod("team-a", "new"))
+    evicted = run(eng, 1.0, 40.0)
+    # One pod was waiting, one was reclaimed (on a100, its wait flavor); team-b keeps all
+    # four h100 GPUs: team-a did not free them, it lent them before its pod came.
+    assert len(evicted) == 1
+    assert eng.pods["team-a/new"].state is PodState.ADMITTED
+    assert eng.pods["team-a/new"].flavor == "a100"
+    assert len(admitted_on(eng, "team-b", "h100")) == 4
+    assert eng.holds.held("team-a") == {}
+
+
+def test_the_default_rule_reclaims_on_both_flavors_for_one_pod() -> None:
+    # The cost of `Mode.ALL`, the default (docs/design.md says why it is still the
+    # default): with one pod waiting, team-b goes over its runtime on both flavors and
+    # loses one pod on each; the h100 one was evicted for nothing.
+    assert Engine.hold_mode is Mode.ALL
+    eng = lent_on_both(Mode.ALL)
+    eng.observe_pod(pod("team-a", "new"))
+    evicted = run(eng, 1.0, 40.0)
+    assert len(evicted) == 2
+    assert eng.pods["team-a/new"].state is PodState.ADMITTED
+    assert len(admitted_on(eng, "team-b", "h100")) == 3  # the h100 GPU is idle or lent again
+
+
+# ---------------------------------------------------------------- (c) held back by cpu
+
+
+def cpu_bound(mode: Mode) -> Engine:
+    """team-a's pod waits for cpu (its own quota's max); team-b wants every h100 GPU."""
+    team_a = {
+        "min": {"cpu": "1"},
+        "max": {"cpu": "1"},
+        "flavors": [
+            {"name": "a100", "min": {GPU: "0"}, "max": {GPU: "0"}},
+            {"name": "h100", "min": {GPU: "2"}},
+        ],
+    }
+    team_b = {"flavors": [{"name": "h100", "min": {GPU: "0"}}]}
+    eng = engine(mode, eq("team-a", **team_a), eq("team-b", **team_b))
+    eng.set_cluster_node("c", {"cpu": 8000})
+    eng.observe_pod(PodFacts("team-a", "cpu-only", {"cpu": 1000}, gated=False))
+    eng.observe_pod(PodFacts("team-a", "gpu", {"cpu": 1000, GPU: 1}, gated=True))
+    run(eng, 0.0, 0.0)
+    for i in range(4):
+        eng.observe_pod(pod("team-b", f"h100-{i}", flavor="h100"))
+    run(eng, 1.0, 1.0)
+    return eng
+
+
+def test_a_pod_its_quota_holds_back_keeps_the_guarantee_on_its_other_flavors() -> None:
+    # What the benchmark's contended GPU pods do (held back by cpu at their own quota):
+    # the pod waits on a100 (its first flavor), and team-a lends none of the h100
+    # guarantee the pod would take, so when the cpu comes back it runs at once.
+    eng = cpu_bound(Mode.HELD_BACK)
+    assert eng.holds.held("team-a") == {f"{GPU}@h100": 1}
+    assert len(admitted_on(eng, "team-b", "h100")) == 3
+    eng.forget_pod("team-a/cpu-only")
+    assert run(eng, 2.0, 40.0) == []
+    assert eng.pods["team-a/gpu"].state is PodState.ADMITTED
+    assert eng.pods["team-a/gpu"].flavor == "h100"
+
+
+@pytest.mark.parametrize("mode", [Mode.OFF, Mode.FREED])
+def test_without_it_the_guarantee_is_lent_and_reclaimed_when_the_cpu_comes(mode: Mode) -> None:
+    eng = cpu_bound(mode)
+    assert len(admitted_on(eng, "team-b", "h100")) == 4
+    eng.forget_pod("team-a/cpu-only")
+    evicted = run(eng, 2.0, 40.0)
+    assert len(evicted) == 1
+    assert evicted[0].startswith("team-b/")
+    assert eng.pods["team-a/gpu"].state is PodState.ADMITTED
+
+
+# ---------------------------------------------------------------- keeping the hold current
+
+
+def test_the_hold_never_takes_the_quota_above_its_min_and_follows_min_changes() -> None:
+    eng = full_cluster(Mode.FREED)
+    eng.forget_pod("team-b/h100-0")
+    eng.forget_pod("team-b/h100-1")
+    # team-b freed 2 on h100 but one pod waits (1 GPU): it holds 1.
+    assert eng.holds.held("team-b") == {f"{GPU}@h100": 1}
+    smaller = {
+        "flavors": [{"name": "a100", "min": {GPU: "2"}}, {"name": "h100", "min": {GPU: "0"}}]
+    }
+    eng.set_config(eq("team-b", **smaller))
+    assert eng.holds.held("team-b") == {}  # nothing of a min of 0 to hold
+    # What was kept is forgotten with it (kept <= min - used): the min coming back does
+    # not bring the hold back; the next GPU team-b frees there does.
+    eng.set_config(eq("team-b", **TWO_EACH))
+    assert eng.holds.held("team-b") == {}
+    eng.forget_pod("team-b/a100-0")  # a100 is its wait flavor: nothing to hold there
+    assert eng.holds.held("team-b") == {}
+    eng.observe_pod(pod("team-b", "h100-2", flavor="h100", gated=False))
+    eng.forget_pod("team-b/h100-2")
+    assert eng.holds.held("team-b") == {f"{GPU}@h100": 1}
+    eng.forget_pod("team-b/waiting")  # no pod waits: nothing held, nothing kept
+    assert eng.holds.held("team-b") == {}
+    eng.observe_pod(pod("team-b", "later"))
+    assert eng.holds.held("team-b") == {}  # freed before it came: lendable, like (b)
+
+
+def test_pods_charged_again_after_a_flavor_change_free_nothing() -> None:
+    # A flavor change forgets and observes again every pod of the quotas naming it
+    # (`Engine._recharge`): an admitted pod coming back is not a GPU its quota freed.
+    eng = lent_on_both(Mode.FREED)
+    eng.observe_pod(pod("team-a", "new"))  # waits on a100
+    eng.observe_pod(pod("team-a", "h100-0", flavor="h100", gated=False))  # runs on h100
+    run(eng, 1.0, 1.0)
+    assert eng.holds.held("team-a") == {}  # its h100 guarantee was lent before "new" came
+    eng.set_flavor(FlavorConfig("h100", {"gpu": "h100", "zone": "z1"}))
+    assert eng.pods["team-a/h100-0"].state is PodState.ADMITTED
+    assert eng.holds.held("team-a") == {}
+    eng.forget_pod("team-a/h100-0")  # this one it frees
+    assert eng.holds.held("team-a") == {f"{GPU}@h100": 1}
+
+
+@pytest.mark.parametrize("mode", [Mode.FREED, Mode.ALL])
+def test_the_hold_is_part_of_demand_and_a_full_recomputation_keeps_it(mode: Mode) -> None:
+    eng = full_cluster(mode)
+    eng.forget_pod("team-b/h100-0")
+    node = eng.tree.node("team-b")
+    assert node is not None
+    before = dict(node.demand), dict(node.runtime)
+    eng.tree.recompute()
+    node = eng.tree.node("team-b")
+    assert node is not None
+    assert (dict(node.demand), dict(node.runtime)) == before
+    assert eng.report("team-b").request[f"{GPU}@h100"] == 2
