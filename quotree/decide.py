@@ -551,8 +551,13 @@ class Decider:
                     placed.clear()
                     record.victims = frozenset(v.key for v in victims)
                     # Victims still count as used until they are gone, unless the eviction
-                    # took effect at once (the simulator): then the pod may fit now.
-                    if admission.shortfall(node, record):
+                    # took effect at once (the simulator): then the pod may fit now, by the
+                    # runtimes and guarantee their departure left (`node()` settles them).
+                    self.tree_of(name).node(name)
+                    np_short = admission.non_preemptible_shortfall(node, pods, record)
+                    if np_short:
+                        self._set_why(name, node, record, np_short, out, non_preemptible=True)
+                    elif admission.shortfall(node, record):
                         self._set_reason(record, admission.waiting_for_victims(record), out)
                     elif not self._waits_for_ancestor(
                         name, path, node, record, out

@@ -550,3 +550,31 @@ def test_pods_waiting_for_lent_quota_say_being_evicted_in_the_round_that_reclaim
     assert decisions.pending["q0/p"].endswith("lent to ElasticQuota q3, being evicted"), (
         decisions.pending["q0/p"]
     )
+
+
+def test_a_pod_admitted_after_preemption_keeps_the_non_preemptible_rule() -> None:
+    """In the simulator the victims of in-quota preemption are gone at once, and with them
+    their demand: the quota's scaled guarantee can fall. A non-preemptible pod is admitted
+    after preemption only if it still fits within the guarantee left (the forest property
+    test found q3's non-preemptible pods at 20 over a guarantee of 19)."""
+    eng = engine(
+        cohort("c0", min=22, borrowing=0),
+        quota("q2", min=18),
+        quota("q3", "c0", min=21, borrowing=0),
+        quota("q6", "c0", min=1),
+        capacity=30,
+    )
+    arrive(
+        eng,
+        pod("q3", "p4", 2, priority=0),
+        pod("q3", "p5", 9, priority=0, preemptible=False),
+        pod("q3", "p6", 11, priority=1, preemptible=False),
+    )
+    q3 = eng.tree.node("q3")
+    assert q3 is not None
+    held = sum(
+        r.request[R] for r in eng.pods.values() if r.state.value == "admitted" and not r.preemptible
+    )
+    assert held <= q3.guarantee[R], (held, q3.guarantee[R], states(eng))
+    assert states(eng) == {"q3/p4": "preempted", "q3/p5": "admitted", "q3/p6": "pending"}
+    assert "non-preemptible used 9 + request 11 > min 19" in eng.pods["q3/p6"].reason
