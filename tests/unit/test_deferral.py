@@ -9,6 +9,8 @@ does leave subtrees unevaluated.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from builders import cohort, engine, pod, quota
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,10 +46,8 @@ def _contended_tree() -> tuple[list[NodeConfig], Engine]:
     return configs, eng
 
 
-def _burst(lazy: bool) -> tuple[list[object], Engine]:
-    _, eng = _contended_tree()
-    eng.lazy_runtimes = lazy
-    log: list[object] = []
+def _arrive_in_bursts(eng: Engine) -> Iterator[int]:
+    """PODS pods of each quota in turn (the burst's order); yields the clock after each."""
     now = 0
     for t in range(TOPS):
         for m in range(MIDS):
@@ -55,15 +55,23 @@ def _burst(lazy: bool) -> tuple[list[object], Engine]:
                 for i in range(PODS):
                     now += 1
                     eng.observe_pod(pod(f"q{t}{m}{q}", f"p{i}", {"x": 6, "g": 1}, created=now))
-                    out = eng.decide(float(now))
-                    log.append(
-                        (
-                            out.admitted,
-                            [(e.pod, e.kind, e.reason) for e in out.evictions],
-                            out.labels,
-                            out.pending,
-                        )
-                    )
+                    yield now
+
+
+def _burst(lazy: bool) -> tuple[list[object], Engine]:
+    _, eng = _contended_tree()
+    eng.lazy_runtimes = lazy
+    log: list[object] = []
+    for now in _arrive_in_bursts(eng):
+        out = eng.decide(float(now))
+        log.append(
+            (
+                out.admitted,
+                [(e.pod, e.kind, e.reason) for e in out.evictions],
+                out.labels,
+                out.pending,
+            )
+        )
     log.append(sorted((r.key, r.state, r.reason, r.capacity) for r in eng.pod_records()))
     eng.tree.settle()
     log.append({(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources})
@@ -186,22 +194,16 @@ def test_take_moved_names_every_runtime_a_deferred_subtree_changed() -> None:
     eng.decide(0.0)
     eng.tree.take_moved()
     shown = {n: dict(eng.report(n).runtime) for n in names}
-    now = 0
     deferred_seen = 0
-    for t in range(TOPS):
-        for m in range(MIDS):
-            for q in range(PER):
-                for i in range(PODS):
-                    now += 1
-                    eng.observe_pod(pod(f"q{t}{m}{q}", f"p{i}", {"x": 6, "g": 1}, created=now))
-                    eng.decide(float(now))
-                    deferred_seen = max(deferred_seen, eng.tree.deferrals)
-                    moved = eng.tree.take_moved()
-                    for n in names:
-                        runtime = dict(eng.report(n).runtime)
-                        if runtime != shown[n]:
-                            assert moved is None or n in moved, (n, shown[n], runtime)
-                            shown[n] = runtime
+    for now in _arrive_in_bursts(eng):
+        eng.decide(float(now))
+        deferred_seen = max(deferred_seen, eng.tree.deferrals)
+        moved = eng.tree.take_moved()
+        for n in names:
+            runtime = dict(eng.report(n).runtime)
+            if runtime != shown[n]:
+                assert moved is None or n in moved, (n, shown[n], runtime)
+                shown[n] = runtime
     assert deferred_seen > 0  # subtrees were deferred along the way
 
 

@@ -509,6 +509,18 @@ def test_any_sequence_of_changes_equals_building_the_survivors_afresh(
     assert runtime_map(fresh) == runtime_map(eng)
 
 
+def _scenario_engine(scenario: Scenario, delay: float | None) -> Engine:
+    """The simulator's engine (delay None), else the operator's with that reclaim delay."""
+    if delay is None:
+        return engine(*scenario.configs, capacity=scenario.capacity)
+    return engine(
+        *scenario.configs,
+        capacity=scenario.capacity,
+        instant_evictions=False,
+        reclaim_delay=delay,
+    )
+
+
 def _decision_log(eng: Engine, scenario: Scenario, stream: list[tuple[str, int]]) -> list[object]:
     """Every decision of `eng` over the drawn events, then every pod still to arrive."""
     log: list[object] = []
@@ -566,15 +578,7 @@ def test_skipping_quotas_that_only_lost_room_changes_no_decision(
     every quota whose runtime changed: in the simulator (delay None) and in operator mode."""
     logs = []
     for skip in (True, False):
-        if delay is None:
-            eng = engine(*scenario.configs, capacity=scenario.capacity)
-        else:
-            eng = engine(
-                *scenario.configs,
-                capacity=scenario.capacity,
-                instant_evictions=False,
-                reclaim_delay=delay,
-            )
+        eng = _scenario_engine(scenario, delay)
         eng.skip_shrunk_quotas = skip
         logs.append(_decision_log(eng, scenario, stream))
     assert logs[0] == logs[1]
@@ -617,15 +621,7 @@ def test_grown_quotas_are_the_ones_whose_runtime_or_guarantee_went_up(
 
 
 def _lazy_log(scenario: Scenario, stream: list[tuple[str, int]], delay: float | None, lazy: bool):
-    if delay is None:
-        eng = engine(*scenario.configs, capacity=scenario.capacity)
-    else:
-        eng = engine(
-            *scenario.configs,
-            capacity=scenario.capacity,
-            instant_evictions=False,
-            reclaim_delay=delay,
-        )
+    eng = _scenario_engine(scenario, delay)
     eng.lazy_runtimes = lazy
     log = _decision_log(eng, scenario, stream)
     eng.tree.settle()
