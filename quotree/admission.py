@@ -9,6 +9,7 @@ functions; the messages are built here and nowhere else.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -24,8 +25,10 @@ __all__ = [
     "in_quota_order",
     "may_fit",
     "non_preemptible_shortfall",
+    "Room",
     "reason_key",
     "room",
+    "room_grew",
     "shortfall",
     "waiting_for_victims",
     "why_not",
@@ -165,18 +168,46 @@ def non_preemptible_shortfall(node: TreeNode, pods: QuotaPods, record: PodRecord
     return short
 
 
-def room(node: TreeNode, path: list[TreeNode], pods: QuotaPods) -> dict[str, tuple[int, int, int]]:
+#: `room`'s answer: the nodes and resource sets it was taken over (compared by identity),
+#: then per resource, in that order: runtime - used, guarantee - non-preemptible used, and
+#: the least runtime - used of the ancestors.
+Room = tuple[list[object], list[int], list[int], list[int]]
+
+
+def room(node: TreeNode, path: list[TreeNode], pods: QuotaPods) -> Room:
     """Per resource: runtime - used, guarantee - non-preemptible used, and the least
     runtime - used of the ancestors on `path`. No pending pod can start to fit unless
-    one of them grew."""
-    return {
-        r: (
-            node.runtime[r] - node.used[r],
-            node.guarantee[r] - pods.non_preemptible_used.get(r, 0),
-            min((a.runtime[r] - a.used[r] for a in path), default=0),
-        )
-        for r in node.resources
-    }
+    one of them grew. Flat lists, not a dict per resource: it is taken twice for every
+    quota the decider looks at."""
+    resources = node.resources
+    runtime, used, guarantee = node.runtime, node.used, node.guarantee
+    own = [runtime[r] - used[r] for r in resources]
+    held = pods.non_preemptible_used
+    if held:
+        guaranteed = [guarantee[r] - held.get(r, 0) for r in resources]
+    else:
+        guaranteed = [guarantee[r] for r in resources]
+    least: list[int] | None = None
+    for ancestor in path:
+        runtime, used = ancestor.runtime, ancestor.used
+        here = [runtime[r] - used[r] for r in resources]
+        least = here if least is None else list(map(min, least, here))
+    return [node, resources], own, guaranteed, least if least is not None else [0] * len(own)
+
+
+def room_grew(room: Room, before: Room | None, *, ancestors: bool) -> bool:
+    """Whether `room` may let in a pod that `before` did not: taken over other nodes or
+    resources, or larger somewhere (in the ancestors' part only when `ancestors`)."""
+    if before is None:
+        return True
+    nodes, old_nodes = room[0], before[0]
+    if len(nodes) != len(old_nodes) or not all(map(operator.is_, nodes, old_nodes)):
+        return True
+    return not (
+        all(map(int.__le__, room[1], before[1]))
+        and all(map(int.__le__, room[2], before[2]))
+        and (not ancestors or all(map(int.__le__, room[3], before[3])))
+    )
 
 
 def reason_key(node: TreeNode, short: Mapping[str, int], *, non_preemptible: bool) -> object:

@@ -444,29 +444,22 @@ class Decider:
         path = self.tree_of(name).path_up(node)
         room = self._room(node, path, pods)
         before = pods.room
-        # The ancestors' room (the third number) holds back only a pod that waits on an
-        # ancestor; any other pending pod fails its own quota first, so the ancestors' room
+        # The ancestors' room (`admission.room`'s last list) holds back only a pod that
+        # waits on an ancestor; any other pending pod fails its own quota first, so the ancestors' room
         # growing cannot let it in. Looking again then would only redo reasons, and only
         # when the quota happens to change too (the `skip_shrunk_quotas` shortcut does not).
         # With flavors or several trees a pod may be tried elsewhere: every number counts.
-        width = 3 if self._forest or self.flavors or name in self._waiting_on_ancestor else 2
-        if (
-            not force
-            and before is not None
-            and before.keys() == room.keys()
-            and all(all(map(int.__le__, room[r][:width], before[r][:width])) for r in room)
-        ):
+        ancestors = bool(self._forest or self.flavors or name in self._waiting_on_ancestor)
+        if not force and not admission.room_grew(room, before, ancestors=ancestors):
             return False
         evicted = self._scan_pending(name, node, path, pods, out)
         pods.room = self._room(node, path, pods)
         return evicted
 
-    def _room(
-        self, node: TreeNode, path: list[TreeNode], pods: QuotaPods
-    ) -> dict[str, tuple[int, int, int]]:
+    def _room(self, node: TreeNode, path: list[TreeNode], pods: QuotaPods) -> admission.Room:
         """`admission.room` of the quota and, with several trees, of the quotas its pending
-        pods are also charged to (keys `<quota>/<resource>`): no pending pod can start to
-        fit unless one of them grew."""
+        pods are also charged to (one after the other): no pending pod can start to fit
+        unless one of them grew."""
         room = admission.room(node, path, pods)
         for other in pods.behind:
             tree = self.tree_of(other)
@@ -476,8 +469,8 @@ class Decider:
             other_room = admission.room(
                 other_node, tree.path_up(other_node), self._quota_pods[other]
             )
-            for resource, amounts in other_room.items():
-                room[f"{other}/{resource}"] = amounts
+            for mine, theirs in zip(room, other_room, strict=True):
+                mine.extend(theirs)  # type: ignore[attr-defined]
         return room
 
     def refresh_reasons(self) -> Decisions:

@@ -93,7 +93,7 @@ class QuotaPods:
         # Room (`admission.room`: the quota's and its ancestors') when the pending pods were
         # last looked at; None: look again. No pending pod can start to fit unless some
         # room grew or a pod arrived, so quotas whose room only shrank are not rescanned.
-        self.room: dict[str, tuple[int, int, int]] | None = None
+        self.room: tuple[list[object], list[int], list[int], list[int]] | None = None
         self.pending: list[tuple[tuple[int, float, str], str]] = []  # sorted (order, key)
         self.pending_keys: set[str] = set()
         self.admitted: dict[str, PodRecord] = {}
