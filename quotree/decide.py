@@ -79,6 +79,7 @@ class Decider:
         self._now = 0.0
         self._admissions = itertools.count(1)
         self.flavors: dict[str, FlavorConfig] = {}  # ResourceFlavors by name
+        self.flavor_generation = 0  # one more whenever `flavors` changes
         #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
         self.maintenance: str | None = None
         #: What pending pods hold on the flavors they do not wait on (`hold.py`); set
@@ -743,8 +744,19 @@ class Decider:
         first allowed flavor (where in-quota preemption may make room). False: no
         flavor allows it; it waits, and says so.
         """
-        assert node.config is not None
-        allowed = allowed_flavors(node.config, record.facts, self.flavors)
+        config = node.config
+        assert config is not None
+        placing = record.placing
+        if placing is None or placing[0] is not config or placing[1] != self.flavor_generation:
+            allowed = allowed_flavors(config, record.facts, self.flavors)
+            same = (
+                tuple(allowed),
+                tuple(sorted(record.facts.request.items())),
+                record.preemptible,
+                record.also,  # with several trees, its quotas there decide too
+            )
+            placing = record.placing = (config, self.flavor_generation, allowed, same)
+        allowed, same = placing[2], placing[3]
         if not allowed:
             listed = ", ".join(node.config.flavors)
             missing = [f for f in node.config.flavors if f not in self.flavors]
@@ -757,12 +769,6 @@ class Decider:
             )
             return False
         pods = self._quota_pods[name]
-        same = (
-            tuple(allowed),
-            tuple(sorted(record.facts.request.items())),
-            record.preemptible,
-            record.also,  # with several trees, its quotas there decide too
-        )
         earlier = placed.get(same)
         if earlier is not None:
             # A pod like this one found no flavor that fits now, and nothing was admitted or

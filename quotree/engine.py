@@ -267,11 +267,13 @@ class Engine(Decider):
         if self.flavors.get(flavor.name) == flavor:
             return
         self.flavors[flavor.name] = flavor
+        self.flavor_generation += 1
         self._flavor_changed(flavor.name)
 
     def remove_flavor(self, name: str) -> None:
         """A ResourceFlavor is gone: its capacity is 0; admitted pods stay charged to it."""
         if self.flavors.pop(name, None) is not None:
+            self.flavor_generation += 1
             self._flavor_changed(name)
 
     def _flavor_changed(self, name: str) -> None:
@@ -394,6 +396,7 @@ class Engine(Decider):
                 record.charged = self._unmanaged_charge(facts)
                 self._add_unmanaged(record.request)  # bound now: it holds capacity
             record.facts = facts
+            record.placing = None  # its allowed flavors may differ now
             record.preemptible = facts.preemptible
             if facts.deleting and record.state is PodState.ADMITTED and not record.evicting:
                 # It is going away: its resources are on their way back.

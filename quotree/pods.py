@@ -51,6 +51,9 @@ class PodRecord:
     charged: dict[str, int] | None = None
     #: Its quota splits a resource it requests by flavor (it is admitted only on a flavor).
     flavor_needed: bool = False
+    #: `Decider._place_on_flavor`'s look-ups for this pod: the quota configuration and
+    #: flavor generation they were taken under, its allowed flavors and its likeness key.
+    placing: tuple[object, int, list[str], tuple[object, ...]] | None = None
 
     def __post_init__(self) -> None:
         self.preemptible = self.facts.preemptible
