@@ -20,12 +20,12 @@ from quotree.quantity import format_quantity, is_unlimited
 __all__ = [
     "IN_QUOTA",
     "OVER_QUOTA",
+    "Room",
     "capacity_labels",
     "fit_message",
     "in_quota_order",
     "may_fit",
     "non_preemptible_shortfall",
-    "Room",
     "reason_key",
     "room",
     "room_grew",

@@ -446,10 +446,11 @@ class Decider:
         room = self._room(node, path, pods)
         before = pods.room
         # The ancestors' room (`admission.room`'s last list) holds back only a pod that
-        # waits on an ancestor; any other pending pod fails its own quota first, so the ancestors' room
-        # growing cannot let it in. Looking again then would only redo reasons, and only
-        # when the quota happens to change too (the `skip_shrunk_quotas` shortcut does not).
-        # With flavors or several trees a pod may be tried elsewhere: every number counts.
+        # waits on an ancestor; any other pending pod fails its own quota first, so the
+        # ancestors' room growing cannot let it in. Looking again then would only redo
+        # reasons, and only when the quota happens to change too (the `skip_shrunk_quotas`
+        # shortcut does not). With flavors or several trees a pod may be tried elsewhere:
+        # every number counts.
         ancestors = bool(self._forest or self.flavors or name in self._waiting_on_ancestor)
         if not force and not admission.room_grew(room, before, ancestors=ancestors):
             return False
@@ -748,18 +749,18 @@ class Decider:
         assert config is not None
         placing = record.placing
         if placing is None or placing[0] is not config or placing[1] != self.flavor_generation:
-            allowed = allowed_flavors(config, record.facts, self.flavors)
-            same = (
-                tuple(allowed),
+            found = allowed_flavors(config, record.facts, self.flavors)
+            likeness: tuple[object, ...] = (
+                tuple(found),
                 tuple(sorted(record.facts.request.items())),
                 record.preemptible,
                 record.also,  # with several trees, its quotas there decide too
             )
-            placing = record.placing = (config, self.flavor_generation, allowed, same)
+            placing = record.placing = (config, self.flavor_generation, found, likeness)
         allowed, same = placing[2], placing[3]
         if not allowed:
-            listed = ", ".join(node.config.flavors)
-            missing = [f for f in node.config.flavors if f not in self.flavors]
+            listed = ", ".join(config.flavors)
+            missing = [f for f in config.flavors if f not in self.flavors]
             detail = f" ({', '.join(missing)} not defined yet)" if missing else ""
             self._set_reason(
                 record,
@@ -786,7 +787,7 @@ class Decider:
                 # (runtime never exceeds cap, the root's is the capacity), unless the flavor
                 # may still be the one it waits on.
                 charged = charge(
-                    node.config,
+                    config,
                     record.facts.request,
                     self.flavors.get(flavor) or FlavorConfig(flavor),
                 )

@@ -388,6 +388,18 @@ class Engine(Decider):
         if record is not None:
             if record.state is PodState.PENDING and not facts.gated:
                 self._admit(record, "the gate was removed outside quotree")
+            elif (
+                record.state is PodState.PENDING
+                and record.flavor_needed
+                and (
+                    (facts.node_selector, facts.node_affinity)
+                    != (record.facts.node_selector, record.facts.node_affinity)
+                )
+            ):
+                # A gated pod may gain scheduling constraints: the flavors it allows, and so
+                # where it is placed and what it holds, are taken afresh.
+                self.forget_pod(key)
+                return self.observe_pod(facts)
             if (
                 record.state is PodState.UNMANAGED
                 and facts.node_name

@@ -303,3 +303,24 @@ def test_the_hold_is_part_of_demand_and_a_full_recomputation_keeps_it(mode: Mode
     assert node is not None
     assert (dict(node.demand), dict(node.runtime)) == before
     assert eng.report("team-b").request[f"{GPU}@h100"] == 2
+
+
+def test_a_pod_that_narrows_its_node_selector_stops_holding_the_flavor_it_left() -> None:
+    # 3 GPUs fit neither flavor (max 2 on each): the pod waits on a100, the first, and
+    # holds team-a's idle h100 guarantee. Told to run on a100 only (a gated pod may gain
+    # scheduling constraints), it holds nothing on h100 any more.
+    capped = {
+        "flavors": [
+            {"name": "a100", "min": {GPU: "2"}, "max": {GPU: "2"}},
+            {"name": "h100", "min": {GPU: "2"}, "max": {GPU: "2"}},
+        ]
+    }
+    eng = engine(Mode.ALL, eq("team-a", **capped))
+    eng.observe_pod(PodFacts("team-a", "big", {GPU: 3}, gated=True))
+    eng.decide(0.0)
+    assert eng.pods["team-a/big"].flavor == "a100"
+    assert eng.holds.held("team-a") == {f"{GPU}@h100": 2}
+    eng.observe_pod(PodFacts("team-a", "big", {GPU: 3}, gated=True, node_selector={"gpu": "a100"}))
+    eng.decide(1.0)
+    assert eng.pods["team-a/big"].state is PodState.PENDING
+    assert eng.holds.held("team-a") == {}

@@ -239,6 +239,16 @@ def test_no_allowed_flavor_waits_and_says_why() -> None:
     )
 
 
+def test_a_gated_pods_new_node_selector_is_placed_by() -> None:
+    # The decider keeps a pending pod's allowed flavors between scans: a pod update (here
+    # its nodeSelector, which Kubernetes lets a gated pod change) must renew them.
+    eng = cluster(eq("team", **TWO_FLAVORS))
+    eng.observe_pod(gpu_pod("team", "p", selector={"gpu": "v100"}))
+    assert "none of ElasticQuota team's flavors" in eng.decide().pending["team/p"]
+    eng.observe_pod(gpu_pod("team", "p", selector={"gpu": "h100"}))
+    assert eng.decide().flavors == {"team/p": ("h100", {"gpu": "h100"})}
+
+
 # ---------------------------------------------------------------- which flavor a pod waits on
 
 
