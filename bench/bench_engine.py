@@ -50,6 +50,19 @@ GPU = "nvidia.com/gpu"
 #: `--flavors K`: nvidia.com/gpu is split into K flavors (each with the same min, max and
 #: capacity as the plain resource had), so every GPU pod is placed on a flavor.
 FLAVORS: list[str] = []
+#: `--split-gpus`: the flavors share the plain resource's GPUs instead (its min, max and
+#: capacity divided among them, the remainder to the first ones): the same cluster and
+#: the same workload, only the GPUs are of K models. Without it the cluster has K times
+#: the GPUs, and K times as many GPU pods run.
+SPLIT_GPUS = False
+
+
+def _share(amount: int, i: int) -> int:
+    """Flavor i's part of `amount` GPUs (`SPLIT_GPUS`), or all of it."""
+    if not SPLIT_GPUS:
+        return amount
+    k = len(FLAVORS)
+    return amount // k + (1 if i < amount % k else 0)
 
 
 def _flavored(amounts: dict[str, int]) -> dict[str, int]:
@@ -57,8 +70,8 @@ def _flavored(amounts: dict[str, int]) -> dict[str, int]:
     if not FLAVORS or GPU not in amounts:
         return amounts
     out = {r: v for r, v in amounts.items() if r != GPU}
-    for flavor in FLAVORS:
-        out[f"{GPU}@{flavor}"] = amounts[GPU]
+    for i, flavor in enumerate(FLAVORS):
+        out[f"{GPU}@{flavor}"] = _share(amounts[GPU], i)
     return out
 
 
@@ -155,8 +168,9 @@ def build_engine(n: int, contended: bool, trees: int = 1) -> tuple[Engine, list[
     capacity = total_min if contended else {r: 2 * v for r, v in total_min.items()}
     if FLAVORS:
         # One pool per flavor with the GPUs; the other resources in a pool of their own.
-        for flavor in FLAVORS:
-            engine.set_cluster_node(f"pool-{flavor}", {GPU: capacity[GPU]}, {"flavor": flavor})
+        for i, flavor in enumerate(FLAVORS):
+            gpus = _share(capacity[GPU], i)
+            engine.set_cluster_node(f"pool-{flavor}", {GPU: gpus}, {"flavor": flavor})
         capacity = {r: v for r, v in capacity.items() if r != GPU}
     engine.set_cluster_node("pool", capacity)
     for tree in engine.trees.values():
@@ -327,6 +341,9 @@ def main() -> None:
         "--flavors", type=int, default=0, help="split nvidia.com/gpu into this many flavors"
     )
     parser.add_argument(
+        "--split-gpus", action="store_true", help="the flavors share the GPUs (SPLIT_GPUS)"
+    )
+    parser.add_argument(
         "--burst", default="1000,10000", help="quota counts for the roomy simulate bursts"
     )
     parser.add_argument("--no-cli", action="store_true", help="skip the CLI runs of the bursts")
@@ -346,6 +363,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     FLAVORS[:] = [f"f{i}" for i in range(args.flavors)]
+    global SPLIT_GPUS  # noqa: PLW0603 (the module's setting, as FLAVORS above)
+    SPLIT_GPUS = args.split_gpus
     sizes = [int(s) for s in args.sizes.split(",") if s]
     bursts = {
         "roomy": [int(s) for s in args.burst.split(",") if s],
@@ -356,7 +375,8 @@ def main() -> None:
         f"## Engine ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
         f"{platform.python_implementation()} {platform.python_version()}, "
         f"{args.trees} tree{'s' if args.trees > 1 else ''}"
-        f"{f', {len(FLAVORS)} GPU flavors' if FLAVORS else ''})\n"
+        f"{f', {len(FLAVORS)} GPU flavors' if FLAVORS else ''}"
+        f"{' sharing the GPUs' if FLAVORS and SPLIT_GPUS else ''})\n"
     )
     for regime, contended in (("roomy", False), ("contended", True)):
         if not sizes:

@@ -76,21 +76,29 @@ def worker(folder: str, case: Case, counting: bool = False) -> None:
     counts = dict.fromkeys(("_decide_quota", "_scan_pending", "demand moves", "evictions"), 0)
 
     b.FLAVORS[:] = [f"f{i}" for i in range(flavors)]
+    if os.environ.get("QUOTREE_BENCH_SPLIT_GPUS"):
+        b.SPLIT_GPUS = True  # a version's bench_engine without it would ignore it: refuse
+        if not hasattr(b, "_share"):
+            raise SystemExit(f"{folder}/bench/bench_engine.py cannot split the GPUs")
     rnd = random.Random(7)
     engine, pods = b.build_engine(n, contended, trees)
     b._evicted(engine, engine.decide(1.0))
     if counting:
         _count(counts)
     costs = []
+    kinds: dict[str, list[float]] = {}
     for k in range(events):
         facts = rnd.choice(pods)
+        record = engine.pods.get(facts.key)
+        kind = "arrival" if record is None else f"{record.state.value} pod leaves"
         start = time.process_time()
-        if facts.key in engine.pods:
+        if record is not None:
             engine.forget_pod(facts.key)
         else:
             engine.observe_pod(facts)
         decisions = engine.decide(2.0 + k)
         costs.append(time.process_time() - start)
+        kinds.setdefault(kind, []).append(costs[-1])
         counts["evictions"] += len(decisions.evictions)
         b._evicted(engine, decisions)
     if counting:
@@ -103,6 +111,11 @@ def worker(folder: str, case: Case, counting: bool = False) -> None:
                 "p50_ms": statistics.median(costs) * 1e3,
                 "p99_ms": costs[min(int(0.99 * len(costs)), len(costs) - 1)] * 1e3,
                 "mean_ms": statistics.mean(costs) * 1e3,
+                # per kind of event: its share of the events and its p50
+                "kinds": {
+                    kind: [len(c) / events, statistics.median(c) * 1e3]
+                    for kind, c in sorted(kinds.items())
+                },
             }
         )
     )
@@ -129,7 +142,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--counts", action="store_true", help="count the decider's work too")
     parser.add_argument("--regimes", default="roomy,contended")
+    parser.add_argument(
+        "--split-gpus",
+        action="store_true",
+        help="the flavors share the GPUs (bench_engine.SPLIT_GPUS), not K times as many",
+    )
     args = parser.parse_args()
+    if args.split_gpus:
+        os.environ["QUOTREE_BENCH_SPLIT_GPUS"] = "1"
     regimes = [r for r in args.regimes.split(",") if r]
     versions = [tuple(v.split("=", 1)) for v in args.version]
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -211,6 +231,34 @@ def main() -> None:
                     p50 = med(key, "p50_ms")
                     cells += [f"{p50:.3f}", f"{med(key, 'p99_ms'):.3f}", f"{p50 / base:.2f}x"]
                 print(f"| {regime} | {n:,} | {flavors} | {trees} | " + " | ".join(cells) + " |")
+
+    # The p50 above is that of whichever kind of event is the most common; per kind, each
+    # against the same kind without flavors and with 1 tree (medians over the rounds).
+    def kind_med(key: tuple[str, str, int, int, int], kind: str, i: int) -> float | None:
+        values = [r["kinds"][kind][i] for r in results[key] if kind in r.get("kinds", {})]
+        return statistics.median(values) if values else None
+
+    print(
+        "\n| regime | quotas | flavors | trees | version | kind of event | share | p50 ms "
+        "| p50 / no flavors, 1 tree |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for regime in regimes:
+        for n in sizes:
+            for flavors, trees in SHAPES:
+                for name, _ in versions:
+                    key = (name, regime, n, flavors, trees)
+                    kinds = sorted({k for r in results[key] for k in r.get("kinds", {})})
+                    for kind in kinds:
+                        share, p50 = kind_med(key, kind, 0), kind_med(key, kind, 1)
+                        base = kind_med((name, regime, n, 0, 1), kind, 1)
+                        if share is None or p50 is None:
+                            continue
+                        ratio = f"{p50 / base:.2f}x" if base else "-"
+                        print(
+                            f"| {regime} | {n:,} | {flavors} | {trees} | {name} | {kind} | "
+                            f"{share:.0%} | {p50:.3f} | {ratio} |"
+                        )
 
 
 if __name__ == "__main__":

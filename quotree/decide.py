@@ -777,8 +777,9 @@ class Decider:
             # since then (runtime never grows when demand shrinks): this pod cannot fit there
             # either. On the wait flavor it may (its own demand adds runtime): the decider's
             # usual checks say, on that flavor.
-            self._charge_to(record, earlier)
-            self.tree_of(name).node(name)
+            if record.flavor != earlier:
+                self._charge_to(record, earlier)
+            self.tree_of(name).node(name)  # runtimes settled (a hold may have moved)
             return True
         wait: str | None = None
         for flavor in allowed:
