@@ -651,14 +651,17 @@ class Decider:
         # The pod's demand moves in every tree that charges it (api.md, "Several trees").
         charged_to = (record.quota, *record.also)
         before = record.request
-        for quota in charged_to:
-            self.tree_of(quota).add_request(quota, before, -1)
         record.flavor = flavor
         record.charged = charge(
             config, record.facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
         )
+        # Only what differs moves (the flavored resources): the rest, unchanged, would
+        # climb down and up again and have every parent on the way redistribute it.
+        delta = {r: -amount for r, amount in before.items()}
+        for resource, amount in record.request.items():
+            delta[resource] = delta.get(resource, 0) + amount
         for quota in charged_to:
-            self.tree_of(quota).add_request(quota, record.request)
+            self.tree_of(quota).add_request(quota, delta)
         self.holds.moved(record.key, flavor)
         self.holds.changed(charged_to, (*before, *record.request))
         record.reason_key = None
