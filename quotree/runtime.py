@@ -393,10 +393,11 @@ class QuotaTree:
         # next settle(): the engine's decide() must still see those quotas.
         if self._stale:
             self._rebuild()
-        for resource, dirty in self._dirty.items():
-            if dirty:
-                self._settle_resource(resource, dirty)
-        self._dirty = {}
+        if self._dirty:
+            for resource, dirty in self._dirty.items():
+                if dirty:
+                    self._settle_resource(resource, dirty)
+            self._dirty = {}
 
     def _mark(
         self, parent: TreeNode, resource: str, child: TreeNode | None, old_demand: int = 0
@@ -434,11 +435,30 @@ class QuotaTree:
             node.demand[resource] = new
             parent = self.parent(node)
             parent.sum_target[resource] += node.target(resource) - old_target
-            self._mark(parent, resource, node, old)
+            runtime = node.runtime.get(resource)
+            if runtime is None or old <= runtime or new <= runtime or self._roomy(parent, resource):
+                self._mark(parent, resource, node, old)
+            # Else the node wants more than it gets, before and after, below a parent that
+            # stays saturated: redistributing would move nobody's share (`distribute`'s
+            # first shortcut), so the parent is not marked. Should its total move in this
+            # settle, it is redone in full anyway.
             if parent is self.root:
                 return
             parent.raw_request[resource] += new - old
             node = parent
+
+    def _roomy(self, parent: TreeNode, resource: str) -> bool:
+        """False when `parent` was saturated at its last distribution in `resource` and
+        still is, with the same total (what `distribute` needs to skip a short child)."""
+        if parent.roomy.get(resource) is not False:
+            return True  # roomy then, or never distributed
+        total = parent.runtime.get(resource)
+        if total is None or parent.last_total.get(resource) != total:
+            return True
+        scale_total = total if parent is self.root else max(total, parent.guarantee[resource])
+        if parent.last_scale_total.get(resource) != scale_total:
+            return True
+        return parent.sum_min[resource] <= scale_total and parent.sum_target[resource] <= total
 
     def _settle_resource(self, resource: str, dirty: _Dirty) -> None:
         counter = itertools.count()

@@ -61,6 +61,10 @@ class Structure(Mapping[str, NodeConfig]):
     def __contains__(self, name: object) -> bool:
         return name in self._configs
 
+    def get(self, name: str, default: NodeConfig | None = None) -> NodeConfig | None:  # type: ignore[override]
+        """`Mapping.get` without its exception round trip (the engine asks this per pod)."""
+        return self._configs.get(name, default)
+
     # ------------------------------------------------------------ changes
 
     def set(self, config: NodeConfig) -> None:
