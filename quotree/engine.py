@@ -485,8 +485,8 @@ class Engine(Decider):
             self._charge_outside(record, -1)
         if admitted:
             self.holds.freed((record.quota, *record.also), record.request)
-        else:
-            self.holds.remove(key)
+        elif self.holds.remove(key):
+            return record  # its quotas' holds are synced on its flavors already
         self.holds.changed((record.quota, *record.also), record.request)
         return record
 

@@ -98,11 +98,14 @@ class Holds:
         self._pods[key] = pending
         self._count(pending, 1)
 
-    def remove(self, key: str) -> None:
-        """The pod is no longer pending (admitted or gone)."""
+    def remove(self, key: str) -> bool:
+        """The pod is no longer pending (admitted or gone). True when it held: then its
+        quotas' holds are synced on every flavor it could use (its own charge included)."""
         pending = self._pods.pop(key, None)
-        if pending is not None:
-            self._count(pending, -1)
+        if pending is None:
+            return False
+        self._count(pending, -1)
+        return True
 
     def moved(self, key: str, flavor: str) -> None:
         """The pending pod is charged to `flavor` now (call after its request moved)."""
