@@ -175,24 +175,20 @@ class Holds:
         config = tree.config(quota)
         mins: Mapping[str, int] = config.min if config is not None and config.is_leaf else {}
         request = tree.quota_request(quota)
-        used = tree.quota_used(quota)
-        held = self._held.setdefault(quota, {})
-        waiting = self._waiting.get(quota, {})
-        allowed = self._allowed.get(quota, {})
-        kept = self._kept.get(quota, {})
+        held = self._held.get(quota)
+        if held is None:
+            held = self._held[quota] = {}
+        waiting = self._waiting.get(quota, _NONE)
+        freed_mode = self.mode is Mode.FREED
         for resource in resources:
             now = held.get(resource, 0)
-            floor = mins.get(resource, 0)
-            want = min(waiting.get(resource, 0), max(0, floor - (request.get(resource, 0) - now)))
-            if self.mode is Mode.FREED:
-                if allowed.get(resource, 0) <= 0:
-                    kept.pop(resource, None)  # no pending pod may use it: forget
-                keep = min(kept.get(resource, 0), max(0, floor - used.get(resource, 0)))
-                if keep > 0:
-                    kept[resource] = keep
-                else:
-                    kept.pop(resource, None)
-                want = min(want, keep)
+            wanted = waiting.get(resource, 0)
+            want = 0
+            if wanted > 0:
+                room = mins.get(resource, 0) - request.get(resource, 0) + now
+                want = wanted if wanted < room else max(room, 0)
+            if freed_mode:
+                want = min(want, self._keep(quota, resource, mins.get(resource, 0)))
             if want != now:
                 tree.add_request(quota, {resource: want - now})
                 if want:
@@ -200,17 +196,50 @@ class Holds:
                 else:
                     del held[resource]
 
+    def _keep(self, quota: str, resource: str, floor: int) -> int:
+        """Mode.FREED: what the quota keeps on `resource` (K, at most min - used)."""
+        kept = self._kept.get(quota, {})
+        if self._allowed.get(quota, _NONE).get(resource, 0) <= 0:
+            kept.pop(resource, None)  # no pending pod may use it: forget
+        used = self._tree_of(quota).quota_used(quota).get(resource, 0)
+        keep = min(kept.get(resource, 0), max(0, floor - used))
+        if keep > 0:
+            kept[resource] = keep
+        else:
+            kept.pop(resource, None)
+        return keep
+
     def _count(self, pending: _Pending, sign: int) -> None:
         resources: list[str] = []
         for flavor, amounts in pending.on.items():
             resources.extend(amounts)
+            waits = flavor != pending.flavor and pending.counts
             for quota in pending.quotas:
-                add_amounts(self._allowed.setdefault(quota, {}), amounts, sign)
-                if flavor != pending.flavor and pending.counts:
-                    add_amounts(self._waiting.setdefault(quota, {}), amounts, sign)
+                allowed = self._allowed.get(quota)
+                if allowed is None:
+                    allowed = self._allowed[quota] = {}
+                _add(allowed, amounts, sign)
+                if waits:
+                    waiting = self._waiting.get(quota)
+                    if waiting is None:
+                        waiting = self._waiting[quota] = {}
+                    _add(waiting, amounts, sign)
         self._sync(pending.quotas, resources)
 
     def _sync(self, quotas: tuple[str, ...], resources: Iterable[str]) -> None:
         resources = tuple(resources)
         for quota in quotas:
             self.sync(quota, resources)
+
+
+_NONE: Mapping[str, int] = {}
+
+
+def _add(into: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
+    """`quantity.add_amounts` for the few flavored resources of one pod, zeros dropped."""
+    for resource, amount in amounts.items():
+        total = into.get(resource, 0) + sign * amount
+        if total:
+            into[resource] = total
+        else:
+            into.pop(resource, None)
