@@ -424,17 +424,24 @@ class QuotaTree:
 
     def _climb(self, node: TreeNode, resource: str) -> None:
         """Carry a quota's raw-request change up the path as far as demand changes."""
+        path_up = self._path_up
         while True:
             old = node.demand[resource]
-            new = node.clamp(resource)
+            # node.clamp and node.target, inlined: this runs per resource and level for
+            # every pod that comes or goes.
+            raw, floor, cap = node.raw_request[resource], node.floor[resource], node.cap[resource]
+            new = min(cap, raw if raw > floor else floor)
             if new == old:
                 return
             if self._deferred_at and node.is_quota:
                 self._materialize_path(node, resource)
-            old_target = node.target(resource)
             node.demand[resource] = new
-            parent = self.parent(node)
-            parent.sum_target[resource] += node.target(resource) - old_target
+            parent = path_up[node.name][0]
+            if node.weight[resource] > 0:
+                parent.sum_target[resource] += new - old
+            else:
+                low = node.min[resource]
+                parent.sum_target[resource] += min(new, low) - min(old, low)
             runtime = node.runtime.get(resource)
             if runtime is None or old <= runtime or new <= runtime or self._roomy(parent, resource):
                 self._mark(parent, resource, node, old)
