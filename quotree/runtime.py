@@ -424,7 +424,7 @@ class QuotaTree:
 
     def _climb(self, node: TreeNode, resource: str) -> None:
         """Carry a quota's raw-request change up the path as far as demand changes."""
-        path_up = self._path_up
+        path_up, root = self._path_up, self.root
         while True:
             old = node.demand[resource]
             # node.clamp and node.target, inlined: this runs per resource and level for
@@ -442,30 +442,32 @@ class QuotaTree:
             else:
                 low = node.min[resource]
                 parent.sum_target[resource] += min(new, low) - min(old, low)
+            # When the node wants more than it gets, before and after, below a parent that
+            # was saturated at its last distribution and still is with the same total,
+            # redistributing would move nobody's share (`distribute`'s first shortcut): the
+            # parent is not marked. Should its total move in this settle, it is redone in
+            # full anyway. (Inlined: this runs per resource and level of every pod event.)
             runtime = node.runtime.get(resource)
-            if runtime is None or old <= runtime or new <= runtime or self._roomy(parent, resource):
+            if runtime is None or old <= runtime or new <= runtime:
                 self._mark(parent, resource, node, old)
-            # Else the node wants more than it gets, before and after, below a parent that
-            # stays saturated: redistributing would move nobody's share (`distribute`'s
-            # first shortcut), so the parent is not marked. Should its total move in this
-            # settle, it is redone in full anyway.
-            if parent is self.root:
+            elif parent.roomy.get(resource) is not False:
+                self._mark(parent, resource, node, old)  # roomy then, or never distributed
+            else:
+                total = parent.runtime[resource]
+                scale_total = total if parent is root else max(total, parent.guarantee[resource])
+                if (
+                    parent.last_total.get(resource) != total
+                    or parent.last_scale_total.get(resource) != scale_total
+                    or (
+                        parent.sum_min[resource] <= scale_total
+                        and parent.sum_target[resource] <= total
+                    )
+                ):
+                    self._mark(parent, resource, node, old)
+            if parent is root:
                 return
             parent.raw_request[resource] += new - old
             node = parent
-
-    def _roomy(self, parent: TreeNode, resource: str) -> bool:
-        """False when `parent` was saturated at its last distribution in `resource` and
-        still is, with the same total (what `distribute` needs to skip a short child)."""
-        if parent.roomy.get(resource) is not False:
-            return True  # roomy then, or never distributed
-        total = parent.runtime.get(resource)
-        if total is None or parent.last_total.get(resource) != total:
-            return True
-        scale_total = total if parent is self.root else max(total, parent.guarantee[resource])
-        if parent.last_scale_total.get(resource) != scale_total:
-            return True
-        return parent.sum_min[resource] <= scale_total and parent.sum_target[resource] <= total
 
     def _settle_resource(self, resource: str, dirty: _Dirty) -> None:
         counter = itertools.count()
