@@ -45,6 +45,17 @@ def distribute(
     parent.last_total[resource] = total
     parent.last_scale_total[resource] = scale_total
     changed: list[TreeNode] = []
+    # Same total and regime, and every changed child is back at the demand it had when it
+    # was first marked (a pod left and its hold took its place, or the other way round):
+    # the parent's children are as they were at its last distribution, but for changes a
+    # saturated parent's shares do not see (`QuotaTree._climb` leaves those unmarked).
+    if (
+        hints
+        and same_start
+        and roomy == was_roomy
+        and all(child.demand[resource] == old for child, old in hints.items())
+    ):
+        return changed
     # A saturated parent, same total: when every changed child was short of its demand
     # and still is (new demand above its old runtime), every water-filling round
     # compares the same way and nobody's share moves.
