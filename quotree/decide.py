@@ -26,7 +26,13 @@ from quotree.eviction import (
 )
 from quotree.flavors import allowed_flavors, charge
 from quotree.hold import Holds, Mode
-from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, MAINTENANCE_ANNOTATION, FlavorConfig
+from quotree.models import (
+    DEFAULT_TREE,
+    FLAVOR_LABEL,
+    MAINTENANCE_ANNOTATION,
+    FlavorConfig,
+    NodeConfig,
+)
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.runtime import OUTSIDE, QuotaTree
 
@@ -652,9 +658,7 @@ class Decider:
         charged_to = (record.quota, *record.also)
         before = record.request
         record.flavor = flavor
-        record.charged = charge(
-            config, record.facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
-        )
+        record.charged = self._charge_on(record, config, flavor)
         # Only what differs moves (the flavored resources): the rest, unchanged, would
         # climb down and up again and have every parent on the way redistribute it.
         delta = {r: -amount for r, amount in before.items()}
@@ -662,9 +666,25 @@ class Decider:
             delta[resource] = delta.get(resource, 0) + amount
         for quota in charged_to:
             self.tree_of(quota).add_request(quota, delta)
-        self.holds.moved(record.key, flavor)
-        self.holds.changed(charged_to, (*before, *record.request))
+        if not self.holds.moved(record.key, flavor):
+            self.holds.changed(charged_to, (*before, *record.request))
         record.reason_key = None
+
+    def _charge_on(self, record: PodRecord, config: NodeConfig, flavor: str) -> dict[str, int]:
+        """What the pod would be charged on `flavor` (`flavors.charge`), kept with its
+        placement look-ups while they hold (`_place_on_flavor`). Do not change the dict."""
+        placing = record.placing
+        if placing is None or placing[0] is not config or placing[1] != self.flavor_generation:
+            return charge(
+                config, record.facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
+            )
+        charges = placing[4]
+        charged = charges.get(flavor)
+        if charged is None:
+            charged = charges[flavor] = charge(
+                config, record.facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
+            )
+        return charged
 
     def _hold_pending(self, record: PodRecord) -> None:
         """A new pending pod charged to a flavor holds its quota's guarantee on the other
@@ -759,7 +779,7 @@ class Decider:
                 record.preemptible,
                 record.also,  # with several trees, its quotas there decide too
             )
-            placing = record.placing = (config, self.flavor_generation, found, likeness)
+            placing = record.placing = (config, self.flavor_generation, found, likeness, {})
         allowed, same = placing[2], placing[3]
         if not allowed:
             listed = ", ".join(config.flavors)
@@ -790,11 +810,7 @@ class Decider:
                 # Moving demand costs a settle: skip flavors where the pod cannot fit now
                 # (runtime never exceeds cap, the root's is the capacity), unless the flavor
                 # may still be the one it waits on.
-                charged = charge(
-                    config,
-                    record.facts.request,
-                    self.flavors.get(flavor) or FlavorConfig(flavor),
-                )
+                charged = self._charge_on(record, config, flavor)
                 if self.bound_flavors:
                     if self._cannot_fit_on(name, node, path, record, charged, waits=wait):
                         continue

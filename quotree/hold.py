@@ -107,11 +107,12 @@ class Holds:
         self._count(pending, -1)
         return True
 
-    def moved(self, key: str, flavor: str) -> None:
-        """The pending pod is charged to `flavor` now (call after its request moved)."""
+    def moved(self, key: str, flavor: str) -> bool:
+        """The pending pod is charged to `flavor` now (call after its request moved). True
+        when it holds: its quotas' holds are then synced on both flavors (as `changed`)."""
         pending = self._pods.get(key)
         if pending is None or pending.flavor == flavor:
-            return
+            return False
         old = pending.flavor
         if pending.counts:
             for quota in pending.quotas:
@@ -120,6 +121,7 @@ class Holds:
                 add_amounts(waiting, pending.on.get(flavor, {}), -1)
         pending.flavor = flavor
         self._sync(pending.quotas, (*pending.on.get(old, ()), *pending.on.get(flavor, ())))
+        return True
 
     def held_back(self, key: str, short: bool) -> None:
         """Mode.HELD_BACK: whether the pending pod's own quota holds it back (`short`) or

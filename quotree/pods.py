@@ -52,8 +52,11 @@ class PodRecord:
     #: Its quota splits a resource it requests by flavor (it is admitted only on a flavor).
     flavor_needed: bool = False
     #: `Decider._place_on_flavor`'s look-ups for this pod: the quota configuration and
-    #: flavor generation they were taken under, its allowed flavors and its likeness key.
-    placing: tuple[object, int, list[str], tuple[object, ...]] | None = None
+    #: flavor generation they were taken under, its allowed flavors, its likeness key and
+    #: what it is charged on each flavor tried.
+    placing: tuple[object, int, list[str], tuple[object, ...], dict[str, dict[str, int]]] | None = (
+        None
+    )
 
     def __post_init__(self) -> None:
         self.preemptible = self.facts.preemptible
