@@ -75,14 +75,20 @@ def worker(folder: str, case: Case, counting: bool = False) -> None:
     b = importlib.import_module("bench_engine")  # the version under test's
     counts = dict.fromkeys(("_decide_quota", "_scan_pending", "demand moves", "evictions"), 0)
 
-    b.FLAVORS[:] = [f"f{i}" for i in range(flavors)]
-    if os.environ.get("QUOTREE_BENCH_SPLIT_GPUS"):
+    if hasattr(b, "FLAVORS"):
+        b.FLAVORS[:] = [f"f{i}" for i in range(flavors)]
+    elif flavors or trees > 1:
+        raise SystemExit(f"{folder}/bench/bench_engine.py predates flavors and trees")
+    if os.environ.get("QUOTREE_BENCH_SPLIT_GPUS") and flavors:
         b.SPLIT_GPUS = True  # a version's bench_engine without it would ignore it: refuse
         if not hasattr(b, "_share"):
             raise SystemExit(f"{folder}/bench/bench_engine.py cannot split the GPUs")
     rnd = random.Random(7)
-    engine, pods = b.build_engine(n, contended, trees)
-    b._evicted(engine, engine.decide(1.0))
+    # (a `--baseline` from before flavors and trees takes two arguments)
+    engine, pods = (
+        b.build_engine(n, contended, trees) if trees > 1 else b.build_engine(n, contended)
+    )
+    _evicted(engine, engine.decide(1.0))
     if counting:
         _count(counts)
     costs = []
@@ -100,7 +106,7 @@ def worker(folder: str, case: Case, counting: bool = False) -> None:
         costs.append(time.process_time() - start)
         kinds.setdefault(kind, []).append(costs[-1])
         counts["evictions"] += len(decisions.evictions)
-        b._evicted(engine, decisions)
+        _evicted(engine, decisions)
     if counting:
         print(json.dumps({k: v / events for k, v in counts.items()}))
         return
@@ -119,6 +125,13 @@ def worker(folder: str, case: Case, counting: bool = False) -> None:
             }
         )
     )
+
+
+def _evicted(engine: object, decisions: object) -> None:
+    """The cluster carries out the evictions at once (as `bench_engine._evicted`, which a
+    `--baseline` from before it may lack)."""
+    for eviction in decisions.evictions:  # type: ignore[attr-defined]
+        engine.forget_pod(eviction.pod)  # type: ignore[attr-defined]
 
 
 def run(folder: str, case: Case, counting: bool = False) -> dict:
@@ -143,6 +156,12 @@ def main() -> None:
     parser.add_argument("--counts", action="store_true", help="count the decider's work too")
     parser.add_argument("--regimes", default="roomy,contended")
     parser.add_argument(
+        "--baseline",
+        help="name=folder: a version run without flavors and with 1 tree only (one from "
+        "before both, such as the engine when issue 13 was opened); every shape is also "
+        "given against it",
+    )
+    parser.add_argument(
         "--split-gpus",
         action="store_true",
         help="the flavors share the GPUs (bench_engine.SPLIT_GPUS), not K times as many",
@@ -152,6 +171,7 @@ def main() -> None:
         os.environ["QUOTREE_BENCH_SPLIT_GPUS"] = "1"
     regimes = [r for r in args.regimes.split(",") if r]
     versions = [tuple(v.split("=", 1)) for v in args.version]
+    baseline = tuple(args.baseline.split("=", 1)) if args.baseline else None
     sizes = [int(s) for s in args.sizes.split(",") if s]
     results: dict[tuple[str, str, int, int, int], list[dict]] = {}
     for round_ in range(args.rounds):
@@ -159,7 +179,10 @@ def main() -> None:
         for n in sizes:
             for regime in regimes:
                 for flavors, trees in SHAPES:
-                    for name, folder in order:
+                    runs = list(order)
+                    if baseline and (flavors, trees) == (0, 1):
+                        runs.append(baseline)  # same seed, same events, the old engine
+                    for name, folder in runs:
                         case = (flavors, trees, n, regime == "contended", args.events)
                         row = run(folder, case)
                         results.setdefault((name, regime, n, flavors, trees), []).append(row)
@@ -212,15 +235,19 @@ def main() -> None:
     def med(key: tuple[str, str, int, int, int], field: str) -> float:
         return statistics.median(r[field] for r in results[key])
 
+    against = f" | / {baseline[0]} (no flavors, 1 tree)" if baseline else ""
     print(
         "\n| regime | quotas | flavors | trees | "
         + " | ".join(
             f"{name} p50 ms | {name} p99 ms | {name} p50 / no flavors, 1 tree"
+            + (f" | {name} p50 / {baseline[0]} (no flavors, 1 tree)" if baseline else "")
             for name, _ in versions
         )
+        + (f" | {baseline[0]} p50 ms" if baseline else "")
         + " |"
     )
-    print("| --- | --- | --- | --- |" + " --- | --- | --- |" * len(versions))
+    columns = (4 if baseline else 3) * len(versions) + (1 if baseline else 0)
+    print("| --- | --- | --- | --- |" + " --- |" * columns)
     for regime in regimes:
         for n in sizes:
             for flavors, trees in SHAPES:
@@ -230,6 +257,12 @@ def main() -> None:
                     base = med((name, regime, n, 0, 1), "p50_ms")
                     p50 = med(key, "p50_ms")
                     cells += [f"{p50:.3f}", f"{med(key, 'p99_ms'):.3f}", f"{p50 / base:.2f}x"]
+                    if baseline:
+                        old = med((baseline[0], regime, n, 0, 1), "p50_ms")
+                        cells.append(f"{p50 / old:.2f}x")
+                if baseline:
+                    old = med((baseline[0], regime, n, 0, 1), "p50_ms")
+                    cells.append(f"{old:.3f}" if (flavors, trees) == (0, 1) else "")
                 print(f"| {regime} | {n:,} | {flavors} | {trees} | " + " | ".join(cells) + " |")
 
     # The p50 above is that of whichever kind of event is the most common; per kind, each
@@ -240,9 +273,11 @@ def main() -> None:
 
     print(
         "\n| regime | quotas | flavors | trees | version | kind of event | share | p50 ms "
-        "| p50 / no flavors, 1 tree |"
+        "| p50 / no flavors, 1 tree" + against + " |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if baseline else "")
+    )
     for regime in regimes:
         for n in sizes:
             for flavors, trees in SHAPES:
@@ -255,6 +290,9 @@ def main() -> None:
                         if share is None or p50 is None:
                             continue
                         ratio = f"{p50 / base:.2f}x" if base else "-"
+                        if baseline:
+                            old_p50 = kind_med((baseline[0], regime, n, 0, 1), kind, 1)
+                            ratio += f" | {p50 / old_p50:.2f}x" if old_p50 else " | -"
                         print(
                             f"| {regime} | {n:,} | {flavors} | {trees} | {name} | {kind} | "
                             f"{share:.0%} | {p50:.3f} | {ratio} |"
