@@ -97,9 +97,12 @@ def _path_bounds(node: TreeNode, path: list[TreeNode], resource: str) -> tuple[l
             known = known and parent.sum_min[resource] <= parent.guarantee[resource]
         taken = 0
         if known:
-            for sibling in parent.children_in[resource]:
-                if sibling is not child:
-                    taken += min(sibling.demand[resource], sibling.guarantee[resource])
+            taken = sum(
+                [
+                    min(s.demand[resource], s.guarantee[resource])
+                    for s in parent.children_in[resource]
+                ]
+            ) - min(child.demand[resource], child.guarantee[resource])
             guarantee = child.guarantee[resource]
         else:
             guarantee = child.min[resource]
