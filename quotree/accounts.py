@@ -34,6 +34,7 @@ class TreeNode:
         "resources",
         "roomy",
         "runtime",
+        "sum_base",
         "sum_min",
         "sum_target",
         "used",
@@ -68,6 +69,9 @@ class TreeNode:
         # Kept by a parent so that one changed child is handled without its siblings:
         self.sum_min: dict[str, int] = {}  # children's mins
         self.sum_target: dict[str, int] = {}  # children's targets
+        #: children's min(demand, guarantee) (`flavor_fit` reads it): set by each full
+        #: distribution, kept by `QuotaTree._climb` as demand moves in between
+        self.sum_base: dict[str, int] = {}
         self.roomy: dict[str, bool] = {}  # at the last distribution every target fitted
         self.last_total: dict[str, int] = {}  # the total the last distribution shared
         self.last_scale_total: dict[str, int] = {}  # ... and what the mins were scaled against

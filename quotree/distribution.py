@@ -80,15 +80,18 @@ def distribute(
                 changed.append(child)
         return changed
     if roomy:
+        sum_base = 0
         for child in children:
             runtime = child.target(resource)
             low = child.min[resource]
+            sum_base += min(child.demand[resource], low)
             if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != low:
                 if grown is not None and _grows(child, resource, runtime, low):
                     grown.add(child.name)
                 child.runtime[resource] = runtime
                 child.guarantee[resource] = low
                 changed.append(child)
+        parent.sum_base[resource] = sum_base
         return changed
     names = [child.name for child in children]
     mins = [child.min[resource] for child in children]
@@ -96,7 +99,8 @@ def distribute(
     # guaranteed or holds (the cluster shrank), not when it is merely idle.
     guarantees = proportional(scale_total, mins, names) if sum_min > scale_total else mins
     bases = [min(c.demand[resource], g) for c, g in zip(children, guarantees, strict=True)]
-    leftover = total - sum(bases)
+    parent.sum_base[resource] = sum(bases)
+    leftover = total - parent.sum_base[resource]
     if leftover > 0:
         needs = [c.demand[resource] - b for c, b in zip(children, bases, strict=True)]
         weights = [child.weight[resource] for child in children]

@@ -97,12 +97,10 @@ def _path_bounds(node: TreeNode, path: list[TreeNode], resource: str) -> tuple[l
             known = known and parent.sum_min[resource] <= parent.guarantee[resource]
         taken = 0
         if known:
-            taken = sum(
-                [
-                    min(s.demand[resource], s.guarantee[resource])
-                    for s in parent.children_in[resource]
-                ]
-            ) - min(child.demand[resource], child.guarantee[resource])
+            # the siblings' bases: the parent's sum (`TreeNode.sum_base`) less the child's
+            taken = parent.sum_base[resource] - min(
+                child.demand[resource], child.guarantee[resource]
+            )
             guarantee = child.guarantee[resource]
         else:
             guarantee = child.min[resource]

@@ -437,6 +437,9 @@ class QuotaTree:
                 self._materialize_path(node, resource)
             node.demand[resource] = new
             parent = path_up[node.name][0]
+            guarantee = node.guarantee.get(resource)
+            if guarantee is not None and resource in parent.sum_base:
+                parent.sum_base[resource] += min(new, guarantee) - min(old, guarantee)
             if node.weight[resource] > 0:
                 parent.sum_target[resource] += new - old
             else:

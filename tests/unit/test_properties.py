@@ -208,9 +208,25 @@ def test_incremental_equals_full_recomputation(scenario: Scenario, rnd: random.R
             eng.decide(float(i))
     incremental = runtime_map(eng)
     used = used_map(eng)
+    # The climb keeps each parent's sum of bases as demand moves (`flavor_fit` reads it).
+    assert {k: kept for k, (kept, _) in sum_bases(eng).items()} == {
+        k: counted for k, (_, counted) in sum_bases(eng).items()
+    }
     eng.tree.recompute()
     assert runtime_map(eng) == incremental
     assert used_map(eng) == used  # the root's too: the ancestor check reads it
+
+
+def sum_bases(eng: Engine) -> dict[tuple[str, str], tuple[int, int]]:
+    """Per parent and resource: its kept `sum_base`, and the sum counted from its children."""
+    out = {}
+    for node in (eng.tree.root, *eng.tree.live_nodes()):
+        if node.is_quota:
+            continue
+        for resource, children in node.children_in.items():
+            counted = sum(min(c.demand[resource], c.guarantee[resource]) for c in children)
+            out[(node.name, resource)] = (node.sum_base.get(resource, -1), counted)
+    return out
 
 
 class LabelWatch(SimulatedEngine):
