@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Literal
 
 from quotree import admission, flavor_fit
@@ -56,6 +57,14 @@ class Decisions:
 
     def __bool__(self) -> bool:
         return bool(self.admitted or self.evictions or self.labels or self.pending)
+
+
+class Placed(Enum):
+    """Where `Decider._place_on_flavor` left a pending pod."""
+
+    NOWHERE = "nowhere"  # no flavor allows it (it waits, with that reason)
+    WAITS = "waits"  # charged to the flavor it waits on: the usual checks say why
+    FITS = "fits"  # charged to a flavor where it fits now, in every tree
 
 
 class Decider:
@@ -449,7 +458,6 @@ class Decider:
         if not pods.pending:
             return False
         path = self.tree_of(name).path_up(node)
-        room = self._room(node, path, pods)
         before = pods.room
         # The ancestors' room (`admission.room`'s last list) holds back only a pod that
         # waits on an ancestor; any other pending pod fails its own quota first, so the
@@ -458,7 +466,11 @@ class Decider:
         # shortcut does not). With flavors or several trees a pod may be tried elsewhere:
         # every number counts.
         ancestors = bool(self._forest or self.flavors or name in self._waiting_on_ancestor)
-        if not force and not admission.room_grew(room, before, ancestors=ancestors):
+        if (
+            not force
+            and before is not None
+            and not admission.room_grew(self._room(node, path, pods), before, ancestors=ancestors)
+        ):
             return False
         evicted = self._scan_pending(name, node, path, pods, out)
         pods.room = self._room(node, path, pods)
@@ -505,10 +517,16 @@ class Decider:
             record = self.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
                 continue
-            if record.flavor_needed and not self._place_on_flavor(
-                name, node, path, record, out, placed=placed
-            ):
-                continue
+            if record.flavor_needed:
+                placement = self._place_on_flavor(name, node, path, record, out, placed=placed)
+                if placement is Placed.NOWHERE:
+                    continue
+                if placement is Placed.FITS:  # checked there, every tree and ancestor
+                    self.holds.held_back(key, False)
+                    self._admit(record, f"fits in ElasticQuota {name}")
+                    self._admitted(out, record, admission.fit_message(name, node, record))
+                    placed.clear()
+                    continue
             np_short = admission.non_preemptible_shortfall(node, pods, record)
             if np_short:
                 self.holds.held_back(key, True)
@@ -758,15 +776,16 @@ class Decider:
         out: Decisions,
         *,
         placed: dict[object, str],
-    ) -> bool:
+    ) -> Placed:
         """Charge a pending pod to the first allowed flavor where it fits now (docs/design.md).
 
         A pod's demand counts on one flavor at a time, and runtime follows demand, so
         each flavor is tried with the demand moved there. When none fits now, the pod
         waits on the first allowed flavor where it fits its quota's runtime (only an
         ancestor's lent quota stands in the way, which reclaim returns), else on the
-        first allowed flavor (where in-quota preemption may make room). False: no
-        flavor allows it; it waits, and says so.
+        first allowed flavor (where in-quota preemption may make room). `Placed.FITS`: it
+        fits there now, in every tree (the decider admits it without checking again);
+        `Placed.NOWHERE`: no flavor allows it; it waits, and says so.
         """
         config = node.config
         assert config is not None
@@ -791,7 +810,7 @@ class Decider:
                 "is allowed by the pod's nodeSelector or node affinity",
                 out,
             )
-            return False
+            return Placed.NOWHERE
         pods = self._quota_pods[name]
         earlier = placed.get(same)
         if earlier is not None:
@@ -803,7 +822,7 @@ class Decider:
             if record.flavor != earlier:
                 self._charge_to(record, earlier)
             self.tree_of(name).node(name)  # runtimes settled (a hold may have moved)
-            return True
+            return Placed.WAITS
         wait: str | None = None
         for flavor in allowed:
             if flavor != record.flavor:
@@ -827,11 +846,11 @@ class Decider:
                 continue
             if admission.ancestor_shortfall(path, node, record) is None:
                 if self._fits_in_other_trees(record):
-                    return True
+                    return Placed.FITS
                 continue  # another tree's quota is short on this flavor: try the next
             if wait is None:
                 wait = flavor
         placed[same] = wait or allowed[0]
         self._charge_to(record, placed[same])
         self.tree_of(name).node(name)
-        return True
+        return Placed.WAITS

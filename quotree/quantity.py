@@ -132,6 +132,7 @@ def is_unlimited(amount: int) -> bool:
 _MEMORY_LIKE = ("memory", "storage")
 
 
+@functools.lru_cache(maxsize=4096)  # reasons and admission messages print the same few
 def format_quantity(amount: int, resource: str) -> str:
     """Print base units as a Kubernetes quantity string for `resource`.
 
