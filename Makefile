@@ -73,10 +73,17 @@ bench: bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-pr
 bench-engine: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
 
-# Flavors and trees against the flavorless single tree, per event (this checkout only; add
-# --version before=DIR to compare with another version, see its docstring).
+# Flavors and trees against the flavorless single tree, per event, and against the engine
+# as it was when issue 13 was opened (5b14748, from this clone's history): first with the
+# flavors sharing the GPUs (the same cluster and workload), then with K times the GPUs.
+# Add --version before=DIR to compare with another version (see its docstring).
+ISSUE13_BASE := $(or $(TMPDIR),/tmp)/quotree-issue13-base
 bench-flavors: $(STAMP)
-	$(BIN)/python bench/bench_flavor_ab.py --version after=. --sizes 1000,10000 --events 2000 --rounds 2
+	rm -rf $(ISSUE13_BASE) && mkdir -p $(ISSUE13_BASE) && git archive 5b14748 | tar -x -C $(ISSUE13_BASE)
+	$(BIN)/python bench/bench_flavor_ab.py --version after=. --baseline issue=$(ISSUE13_BASE) \
+	  --sizes 1000,10000 --events 2000 --rounds 2 --split-gpus
+	$(BIN)/python bench/bench_flavor_ab.py --version after=. --baseline issue=$(ISSUE13_BASE) \
+	  --sizes 1000,10000 --events 2000 --rounds 2 --regimes contended
 
 bench-operator: $(STAMP)
 	$(BIN)/python bench/bench_operator.py --pods 3000 --trace --write
