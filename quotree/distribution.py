@@ -45,14 +45,16 @@ def distribute(
     parent.last_total[resource] = total
     parent.last_scale_total[resource] = scale_total
     changed: list[TreeNode] = []
-    # Same total and regime, and every changed child is back at the demand it had when it
-    # was first marked (a pod left and its hold took its place, or the other way round):
-    # the parent's children are as they were at its last distribution, but for changes a
-    # saturated parent's shares do not see (`QuotaTree._climb` leaves those unmarked).
+    # Same total, saturated before and after, and every changed child is back at the
+    # demand it had when it was first marked (a pod left and its hold took its place, or
+    # the other way round): the children are as at the last distribution but for changes
+    # a saturated parent's shares do not see (`QuotaTree._climb` leaves those unmarked).
+    # Below a roomy parent the hinted children alone are redone anyway.
     if (
         hints
+        and not roomy
+        and not was_roomy
         and same_start
-        and roomy == was_roomy
         and all(child.demand[resource] == old for child, old in hints.items())
     ):
         return changed
