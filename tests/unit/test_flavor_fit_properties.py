@@ -6,8 +6,9 @@ Over random trees (nested Cohorts, lending and borrowing limits, weights 0, clus
 smaller than the mins), 2 or 3 flavors (some deriving GPU memory, charged under its plain
 name), random pods (nodeSelector or node affinity, priorities, non-preemptible ones) and
 forests (a project tree over the same namespaces), an engine with the bound takes the
-same decisions, with the same words, and leaves every pod on the same flavor, as one
-that moves the demand to every flavor it tries.
+same decisions and leaves every pod in the same state on the same flavor, after every
+event, as one that moves the demand to every flavor it tries; and once the reasons are
+refreshed, with the same words.
 """
 
 from __future__ import annotations
@@ -193,7 +194,11 @@ def _engine(world: World, mode: str, delay: float) -> Engine:
     return eng
 
 
-def _run(eng: Engine, world: World, stream: list[tuple[Any, ...]]) -> list[object]:
+def _run(
+    eng: Engine, world: World, stream: list[tuple[Any, ...]], *, words: bool = True
+) -> list[object]:
+    """Play the stream; the decisions and pods after every event. `words` False: without
+    the Pending reasons along the way, and with every reason refreshed at the end."""
     log: list[object] = []
     now = 0.0
     keys: list[str] = []
@@ -233,12 +238,16 @@ def _run(eng: Engine, world: World, stream: list[tuple[Any, ...]]) -> list[objec
                     decisions.admitted,
                     [(e.pod, e.kind, e.reason) for e in decisions.evictions],
                     decisions.labels,
-                    decisions.pending,
+                    decisions.pending if words else None,
                     decisions.flavors,
                 )
             )
-        log.append(sorted((r.key, r.state, r.flavor, r.reason) for r in eng.pods.values()))
+        log.append(
+            sorted((r.key, r.state, r.flavor, r.reason if words else "") for r in eng.pods.values())
+        )
     log.append(eng.decide(now + 100).admitted)
+    if not words:
+        eng.refresh_reasons()
     log.append(sorted((r.key, r.state, r.flavor, r.reason) for r in eng.pods.values()))
     return log
 
@@ -251,7 +260,12 @@ def _same_decisions(
         eng = _engine(world, mode, delay)
         eng.holds.mode = hold  # the bound holds whatever pending pods hold (`hold.py`)
         eng.bound_flavors = bound
-        logs.append(_run(eng, world, stream))
+        # The words are compared refreshed, at the end: along the way, a quota whose room
+        # only shrank keeps its pods' reasons until it is looked at again
+        # (`Decider._admit_pending`), and the moves of the engine without the bound make it
+        # look at some quotas sooner. (Found by a random draw: same decisions and states
+        # after every event, one reason older in the engine with the bound.)
+        logs.append(_run(eng, world, stream, words=False))
     assert logs[0] == logs[1]
 
 
