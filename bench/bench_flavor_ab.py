@@ -250,6 +250,7 @@ def main() -> None:
     print("| --- | --- | --- | --- |" + " --- |" * columns)
     for regime in regimes:
         for n in sizes:
+            old = med((baseline[0], regime, n, 0, 1), "p50_ms") if baseline else None
             for flavors, trees in SHAPES:
                 cells = []
                 for name, _ in versions:
@@ -257,11 +258,9 @@ def main() -> None:
                     base = med((name, regime, n, 0, 1), "p50_ms")
                     p50 = med(key, "p50_ms")
                     cells += [f"{p50:.3f}", f"{med(key, 'p99_ms'):.3f}", f"{p50 / base:.2f}x"]
-                    if baseline:
-                        old = med((baseline[0], regime, n, 0, 1), "p50_ms")
+                    if old is not None:
                         cells.append(f"{p50 / old:.2f}x")
-                if baseline:
-                    old = med((baseline[0], regime, n, 0, 1), "p50_ms")
+                if old is not None:
                     cells.append(f"{old:.3f}" if (flavors, trees) == (0, 1) else "")
                 print(f"| {regime} | {n:,} | {flavors} | {trees} | " + " | ".join(cells) + " |")
 

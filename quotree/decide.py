@@ -34,7 +34,7 @@ from quotree.models import (
     FlavorConfig,
     NodeConfig,
 )
-from quotree.pods import PodRecord, PodState, QuotaPods
+from quotree.pods import Placing, PodRecord, PodState, QuotaPods
 from quotree.runtime import OUTSIDE, QuotaTree
 
 __all__ = ["Decider", "Decisions"]
@@ -146,6 +146,14 @@ class Decider:
             if flavor is not None:
                 facts.node_selector = {**facts.node_selector, **flavor.node_labels}
         self.holds.remove(record.key)  # it is charged where it runs now, and only there
+        record.placing = None  # never placed again
+
+    def _admit_fit(
+        self, name: str, node: TreeNode, record: PodRecord, out: Decisions, how: str = ""
+    ) -> None:
+        """Admit a pending pod found to fit its quota `name` (and everything else)."""
+        self._admit(record, f"fits in ElasticQuota {name}{how}")
+        self._admitted(out, record, admission.fit_message(name, node, record))
 
     def _charge_outside(self, record: PodRecord, sign: int) -> None:
         """An admitted pod holds capacity in the trees that do not charge it too."""
@@ -523,8 +531,7 @@ class Decider:
                     continue
                 if placement is Placed.FITS:  # checked there, every tree and ancestor
                     self.holds.held_back(key, False)
-                    self._admit(record, f"fits in ElasticQuota {name}")
-                    self._admitted(out, record, admission.fit_message(name, node, record))
+                    self._admit_fit(name, node, record, out)
                     placed.clear()
                     continue
             np_short = admission.non_preemptible_shortfall(node, pods, record)
@@ -538,8 +545,7 @@ class Decider:
                 if not self._waits_for_ancestor(
                     name, path, node, record, out
                 ) and not self._waits_in_other_tree(name, record, out):
-                    self._admit(record, f"fits in ElasticQuota {name}")
-                    self._admitted(out, record, admission.fit_message(name, node, record))
+                    self._admit_fit(name, node, record, out)
                     placed.clear()
                 continue
             if record.victims and any(
@@ -581,8 +587,7 @@ class Decider:
                     elif not self._waits_for_ancestor(
                         name, path, node, record, out
                     ) and not self._waits_in_other_tree(name, record, out):
-                        self._admit(record, f"fits in ElasticQuota {name} after preemption")
-                        self._admitted(out, record, admission.fit_message(name, node, record))
+                        self._admit_fit(name, node, record, out, " after preemption")
                     continue
             self._set_why(name, node, record, short, out)
         return evicted
@@ -688,15 +693,29 @@ class Decider:
             self.holds.changed(charged_to, (*before, *record.request))
         record.reason_key = None
 
-    def _charge_on(self, record: PodRecord, config: NodeConfig, flavor: str) -> dict[str, int]:
-        """What the pod would be charged on `flavor` (`flavors.charge`), kept with its
-        placement look-ups while they hold (`_place_on_flavor`). Do not change the dict."""
+    def _placing(self, record: PodRecord, config: NodeConfig) -> Placing:
+        """The pod's flavor look-ups under its quota's `config`: taken once, and again only
+        when the configuration, the ResourceFlavors or the pod (`Engine.observe_pod`) change."""
         placing = record.placing
-        if placing is None or placing[0] is not config or placing[1] != self.flavor_generation:
-            return charge(
-                config, record.facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
+        if (
+            placing is None
+            or placing.config is not config
+            or placing.generation != self.flavor_generation
+        ):
+            allowed = allowed_flavors(config, record.facts, self.flavors)
+            likeness = (
+                tuple(allowed),
+                tuple(sorted(record.facts.request.items())),
+                record.preemptible,
+                record.also,  # with several trees, its quotas there decide too
             )
-        charges = placing[4]
+            placing = record.placing = Placing(config, self.flavor_generation, allowed, likeness)
+        return placing
+
+    def _charge_on(self, record: PodRecord, config: NodeConfig, flavor: str) -> dict[str, int]:
+        """What the pod is charged on `flavor` (`flavors.charge`), kept with its look-ups.
+        Do not change the dict."""
+        charges = self._placing(record, config).charges
         charged = charges.get(flavor)
         if charged is None:
             charged = charges[flavor] = charge(
@@ -704,23 +723,23 @@ class Decider:
             )
         return charged
 
-    def _hold_pending(self, record: PodRecord) -> None:
+    def _hold_pending(self, record: PodRecord) -> bool:
         """A new pending pod charged to a flavor holds its quota's guarantee on the other
-        flavors it may use (`hold.py`)."""
+        flavors it may use (`hold.py`). True when it holds (its quotas' holds are synced)."""
         if record.flavor is None or record.quota is None or self.holds.mode is Mode.OFF:
-            return
+            return False
         config = self.tree_of(record.quota).config(record.quota)
         if config is None:
-            return
-        allowed = allowed_flavors(config, record.facts, self.flavors)
+            return False
+        allowed = self._placing(record, config).allowed
         if len(allowed) < 2:
-            return
+            return False
         on = {}
         for flavor in allowed:
             suffix = f"@{flavor}"
-            amounts = charge(config, record.facts.request, self.flavors[flavor])
+            amounts = self._charge_on(record, config, flavor)
             on[flavor] = {r: a for r, a in amounts.items() if r.endswith(suffix)}
-        self.holds.add(record.key, (record.quota, *record.also), on, record.flavor)
+        return self.holds.add(record.key, (record.quota, *record.also), on, record.flavor)
 
     #: The rule of `hold.py` new deciders start with (Mode.OFF: pending pods count on their
     #: wait flavor only, the rule before it; the tests and `bench_flavor_ab.py` compare).
@@ -789,17 +808,8 @@ class Decider:
         """
         config = node.config
         assert config is not None
-        placing = record.placing
-        if placing is None or placing[0] is not config or placing[1] != self.flavor_generation:
-            found = allowed_flavors(config, record.facts, self.flavors)
-            likeness: tuple[object, ...] = (
-                tuple(found),
-                tuple(sorted(record.facts.request.items())),
-                record.preemptible,
-                record.also,  # with several trees, its quotas there decide too
-            )
-            placing = record.placing = (config, self.flavor_generation, found, likeness, {})
-        allowed, same = placing[2], placing[3]
+        placing = self._placing(record, config)
+        allowed, same = placing.allowed, placing.likeness
         if not allowed:
             listed = ", ".join(config.flavors)
             missing = [f for f in config.flavors if f not in self.flavors]
@@ -819,8 +829,7 @@ class Decider:
             # since then (runtime never grows when demand shrinks): this pod cannot fit there
             # either. On the wait flavor it may (its own demand adds runtime): the decider's
             # usual checks say, on that flavor.
-            if record.flavor != earlier:
-                self._charge_to(record, earlier)
+            self._charge_to(record, earlier)
             self.tree_of(name).node(name)  # runtimes settled (a hold may have moved)
             return Placed.WAITS
         wait: str | None = None

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from quotree.capacity import cluster_capacity, flavor_matches
 from quotree.decide import Decider, Decisions
 from quotree.eviction import Eviction
-from quotree.flavors import allowed_flavors, charge, needs_flavor
+from quotree.flavors import needs_flavor
 from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, FlavorConfig, NodeConfig, PodFacts, flavored
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.quantity import add_amounts
@@ -328,7 +328,7 @@ class Engine(Decider):
         if config is None or not needs_flavor(config, facts.request, self.flavors):
             return
         record.flavor_needed = True
-        allowed = allowed_flavors(config, facts, self.flavors)
+        allowed = self._placing(record, config).allowed
         flavor = allowed[0] if allowed else None
         if not facts.gated:
             labelled = facts.labels.get(FLAVOR_LABEL)
@@ -346,9 +346,7 @@ class Engine(Decider):
                 flavor = on_node[0]
         if flavor is not None:
             record.flavor = flavor
-            record.charged = charge(
-                config, facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
-            )
+            record.charged = self._charge_on(record, config, flavor)
 
     def _unmanaged_charge(self, facts: PodFacts) -> dict[str, int]:
         """What a bound pod outside the tree holds: its request, also on its node's flavors."""
@@ -447,7 +445,8 @@ class Engine(Decider):
                 other_pods.add_also_pending(record)
         if facts.gated:
             pods.enqueue(record)
-            self._hold_pending(record)
+            if self._hold_pending(record):
+                return record  # its quotas' holds are synced on its flavors already
         else:
             self._admit(record, "running without the gate")
         self.holds.changed((quota, *record.also), record.request)

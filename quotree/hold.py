@@ -89,14 +89,16 @@ class Holds:
 
     def add(
         self, key: str, quotas: tuple[str, ...], on: dict[str, dict[str, int]], flavor: str
-    ) -> None:
-        """A pending pod charged to `flavor`, which may use the flavors of `on`."""
+    ) -> bool:
+        """A pending pod charged to `flavor`, which may use the flavors of `on`. True when
+        it is counted: its quotas' holds are then synced on all those flavors (as `changed`)."""
         if self.mode is Mode.OFF or len(on) < 2:
-            return  # one allowed flavor: nothing waits elsewhere
+            return False  # one allowed flavor: nothing waits elsewhere
         # Mode.HELD_BACK: a new pod holds nothing until the decider finds its quota short.
         pending = _Pending(quotas, on, flavor, self.mode is not Mode.HELD_BACK)
         self._pods[key] = pending
         self._count(pending, 1)
+        return True
 
     def remove(self, key: str) -> bool:
         """The pod is no longer pending (admitted or gone). True when it held: then its

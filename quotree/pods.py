@@ -9,13 +9,13 @@ pending queue, so that none of them keeps a copy.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from quotree.models import PodFacts
 from quotree.quantity import add_amounts
 
-__all__ = ["PodRecord", "PodState", "QuotaPods", "least_important_first"]
+__all__ = ["Placing", "PodRecord", "PodState", "QuotaPods", "least_important_first"]
 
 
 class PodState(StrEnum):
@@ -24,6 +24,19 @@ class PodState(StrEnum):
     PREEMPTED = "preempted"
     RECLAIMED = "reclaimed"
     UNMANAGED = "unmanaged"
+
+
+@dataclass(slots=True)
+class Placing:
+    """The flavor look-ups for one pod that splits its request by flavor
+    (`Decider._placing`), valid while its quota's configuration (`config`, by identity) and
+    the ResourceFlavors (`generation`) stay as they were."""
+
+    config: object
+    generation: int
+    allowed: list[str]  # the quota's flavors, in its order, that exist and the pod allows
+    likeness: tuple[object, ...]  # pods alike here are placed alike (`_place_on_flavor`)
+    charges: dict[str, dict[str, int]] = field(default_factory=dict)  # per flavor tried
 
 
 @dataclass(slots=True)
@@ -51,12 +64,8 @@ class PodRecord:
     charged: dict[str, int] | None = None
     #: Its quota splits a resource it requests by flavor (it is admitted only on a flavor).
     flavor_needed: bool = False
-    #: `Decider._place_on_flavor`'s look-ups for this pod: the quota configuration and
-    #: flavor generation they were taken under, its allowed flavors, its likeness key and
-    #: what it is charged on each flavor tried.
-    placing: tuple[object, int, list[str], tuple[object, ...], dict[str, dict[str, int]]] | None = (
-        None
-    )
+    #: Its flavor look-ups, while it waits (`Decider._placing`).
+    placing: Placing | None = None
 
     def __post_init__(self) -> None:
         self.preemptible = self.facts.preemptible

@@ -239,7 +239,7 @@ def test_no_allowed_flavor_waits_and_says_why() -> None:
     )
 
 
-def test_a_gated_pods_new_node_selector_is_placed_by() -> None:
+def test_a_gated_pod_is_placed_by_its_new_node_selector() -> None:
     # The decider keeps a pending pod's allowed flavors between scans: a pod update (here
     # its nodeSelector, which Kubernetes lets a gated pod change) must renew them.
     eng = cluster(eq("team", **TWO_FLAVORS))

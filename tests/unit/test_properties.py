@@ -209,8 +209,9 @@ def test_incremental_equals_full_recomputation(scenario: Scenario, rnd: random.R
     incremental = runtime_map(eng)
     used = used_map(eng)
     # The climb keeps each parent's sum of bases as demand moves (`flavor_fit` reads it).
-    assert {k: kept for k, (kept, _) in sum_bases(eng).items()} == {
-        k: counted for k, (_, counted) in sum_bases(eng).items()
+    bases = sum_bases(eng)
+    assert {k: kept for k, (kept, _) in bases.items()} == {
+        k: counted for k, (_, counted) in bases.items()
     }
     eng.tree.recompute()
     assert runtime_map(eng) == incremental
