@@ -11,12 +11,12 @@ made to look like; time comes in as an argument.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
-from quotree import admission, flavor_fit
+from quotree import admission, fit, flavor_fit
 from quotree.accounts import TreeNode
 from quotree.eviction import (
     Eviction,
@@ -25,6 +25,7 @@ from quotree.eviction import (
     reclaim_reason,
     reclaim_victims,
 )
+from quotree.fit import Seat, Short
 from quotree.flavors import allowed_flavors, charge
 from quotree.hold import Holds, Mode
 from quotree.models import (
@@ -38,6 +39,9 @@ from quotree.pods import Placing, PodRecord, PodState, QuotaPods
 from quotree.runtime import OUTSIDE, QuotaTree
 
 __all__ = ["Decider", "Decisions"]
+
+#: Where the admission check finds a quota that is not in a live tree.
+MISSING = Seat(None, [], None)
 
 #: One empty set for every admitted pod (an empty frozenset is not shared: 216 bytes each).
 NO_VICTIMS: frozenset[str] = frozenset()
@@ -355,19 +359,82 @@ class Decider:
             record.reason = reason
             out.pending[record.key] = reason
 
-    def _waits_for_ancestor(
-        self, name: str, path: list[TreeNode], node: TreeNode, record: PodRecord, out: Decisions
-    ) -> bool:
-        """The pod fits its quota; does an ancestor (or the cluster) still hold lent quota?
+    def _seat(self, name: str) -> Seat:
+        """Quota `name` as the admission check sees it (its tree's runtimes settled)."""
+        tree = self.tree_of(name)
+        node = tree.node(name)
+        if node is None or not node.is_quota:
+            return MISSING
+        return Seat(node, tree.path_up(node), self._quota_pods[name])
 
-        Then it waits, with a reason that names the ancestor, the quotas that hold
+    def _check(self, record: PodRecord, name: str, here: Seat) -> fit.Verdict:
+        """The admission check of a pending pod of quota `name` (`here`), in every tree."""
+        if not record.also:
+            return fit.check(record, ((name, here),))
+        return fit.check(record, self._with_other_trees(name, here, record))
+
+    def _with_other_trees(
+        self, name: str, here: Seat, record: PodRecord
+    ) -> Iterator[tuple[str, Seat]]:
+        yield name, here
+        for other in record.also:
+            yield other, self._seat(other)
+
+    def _explain(
+        self, name: str, node: TreeNode, record: PodRecord, verdict: fit.Verdict, out: Decisions
+    ) -> None:
+        """Say why a pending pod of quota `name` waits, from the admission check's verdict."""
+        short, amounts = verdict.short, verdict.amounts
+        if verdict.quota == name:
+            if short is Short.ANCESTOR:
+                assert verdict.node is not None
+                self._waits_for_ancestor(name, node, verdict.node, record, short=amounts, out=out)
+            else:
+                self._set_why(
+                    name, node, record, amounts, out, non_preemptible=short is Short.NON_PREEMPTIBLE
+                )
+            return
+        # Its quota in another tree (api.md, "Several trees").
+        other = verdict.quota
+        tree = self.tree_of(other)
+        if short is Short.MISSING or verdict.node is None:
+            problem = tree.problems.get(other)
+            why = problem.message if problem else f"ElasticQuota {other} does not exist"
+            self._set_reason(record, f"waiting: {why}", out)
+            return
+        label = self._tree_name(verdict.node)
+        if short is Short.ANCESTOR:
+            self._waiting_on_ancestor.add(name)
+            lenders = self._lent(verdict.node, amounts, tree)
+            reason = admission.why_waits(verdict.node, record, amounts, lenders, tree=label)
+        else:
+            reason = admission.why_not(
+                other,
+                verdict.node,
+                self._quota_pods[other],
+                record,
+                amounts,
+                non_preemptible=short is Short.NON_PREEMPTIBLE,
+                tree=label,
+            )
+        self._set_reason(record, reason, out)
+
+    def _waits_for_ancestor(
+        self,
+        name: str,
+        node: TreeNode,
+        ancestor: TreeNode,
+        record: PodRecord,
+        *,
+        short: Mapping[str, int],
+        out: Decisions,
+    ) -> None:
+        """The pod fits its quota, but an ancestor (or the cluster) still holds lent quota.
+
+        It waits, with a reason that names the ancestor, the quotas that hold
         more than their runtime below it and when they are reclaimed.
         """
-        blocked = admission.ancestor_shortfall(path, node, record)
-        if blocked is None:
-            return False
         self._waiting_on_ancestor.add(name)
-        ancestor, short = blocked
         tree = self.tree_of(name)
         lenders = self._lent(ancestor, short, tree)
         key = (
@@ -389,7 +456,6 @@ class Decider:
             if record.reason != reason:
                 record.reason = reason
                 out.pending[record.key] = reason
-        return True
 
     def _lent(
         self, ancestor: TreeNode, short: Mapping[str, int], tree: QuotaTree
@@ -521,6 +587,7 @@ class Decider:
         placed: dict[object, str] = {}
         may_preempt = node.config is not None and node.config.preempt_within_quota
         lowest: int | None = None  # lowest priority among the possible victims, when needed
+        here = Seat(node, path, pods)
         for _, key in list(pods.pending):
             record = self.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
@@ -534,20 +601,19 @@ class Decider:
                     self._admit_fit(name, node, record, out)
                     placed.clear()
                     continue
-            np_short = admission.non_preemptible_shortfall(node, pods, record)
-            if np_short:
-                self.holds.held_back(key, True)
-                self._set_why(name, node, record, np_short, out, non_preemptible=True)
+            verdict = self._check(record, name, here)
+            own = verdict.quota == name
+            self.holds.held_back(
+                key, own and verdict.short in (Short.NON_PREEMPTIBLE, Short.QUOTA)
+            )  # else it is admitted or waits for reclaim
+            if verdict.fits:
+                self._admit_fit(name, node, record, out)
+                placed.clear()
                 continue
-            short = admission.shortfall(node, record)
-            self.holds.held_back(key, bool(short))  # else it is admitted or waits for reclaim
-            if not short:
-                if not self._waits_for_ancestor(
-                    name, path, node, record, out
-                ) and not self._waits_in_other_tree(name, record, out):
-                    self._admit_fit(name, node, record, out)
-                    placed.clear()
+            if not own or verdict.short is not Short.QUOTA:
+                self._explain(name, node, record, verdict, out)
                 continue
+            short = verdict.amounts
             if record.victims and any(
                 v in self.pods and self.pods[v].evicting for v in record.victims
             ):
@@ -579,71 +645,16 @@ class Decider:
                     # took effect at once (the simulator): then the pod may fit now, by the
                     # runtimes and guarantee their departure left (`node()` settles them).
                     self.tree_of(name).node(name)
-                    np_short = admission.non_preemptible_shortfall(node, pods, record)
-                    if np_short:
-                        self._set_why(name, node, record, np_short, out, non_preemptible=True)
-                    elif admission.shortfall(node, record):
-                        self._set_reason(record, admission.waiting_for_victims(record), out)
-                    elif not self._waits_for_ancestor(
-                        name, path, node, record, out
-                    ) and not self._waits_in_other_tree(name, record, out):
+                    after = self._check(record, name, here)
+                    if after.fits:
                         self._admit_fit(name, node, record, out, " after preemption")
+                    elif after.quota == name and after.short is Short.QUOTA:
+                        self._set_reason(record, admission.waiting_for_victims(record), out)
+                    else:
+                        self._explain(name, node, record, after, out)
                     continue
             self._set_why(name, node, record, short, out)
         return evicted
-
-    def _fits_in_other_trees(self, record: PodRecord) -> bool:
-        """Whether the pod, as charged now, fits its quota (and that quota's ancestors) in
-        every other tree that charges it: `_waits_in_other_tree`'s checks, without a reason."""
-        for other in record.also:
-            tree = self.tree_of(other)
-            node = tree.node(other)
-            if node is None or not node.is_quota:
-                return False
-            pods = self._quota_pods[other]
-            if admission.non_preemptible_shortfall(node, pods, record):
-                return False
-            if admission.shortfall(node, record):
-                return False
-            if admission.ancestor_shortfall(tree.path_up(node), node, record) is not None:
-                return False
-        return True
-
-    def _waits_in_other_tree(self, name: str, record: PodRecord, out: Decisions) -> bool:
-        """The pod fits its first tree; does it fit its quota (and that quota's ancestors)
-        in every other tree that charges it? If not it waits, with a reason that names the
-        quota and its tree (api.md, "Several trees")."""
-        for other in record.also:
-            tree = self.tree_of(other)
-            node = tree.node(other)
-            if node is None or not node.is_quota:
-                problem = tree.problems.get(other)
-                why = problem.message if problem else f"ElasticQuota {other} does not exist"
-                self._set_reason(record, f"waiting: {why}", out)
-                return True
-            label = self._tree_name(node)
-            pods = self._quota_pods[other]
-            short = admission.non_preemptible_shortfall(node, pods, record)
-            if short:
-                reason = admission.why_not(
-                    other, node, pods, record, short, non_preemptible=True, tree=label
-                )
-                self._set_reason(record, reason, out)
-                return True
-            short = admission.shortfall(node, record)
-            if short:
-                reason = admission.why_not(other, node, pods, record, short, tree=label)
-                self._set_reason(record, reason, out)
-                return True
-            blocked = admission.ancestor_shortfall(tree.path_up(node), node, record)
-            if blocked is not None:
-                self._waiting_on_ancestor.add(name)
-                ancestor, short = blocked
-                lenders = self._lent(ancestor, short, tree)
-                reason = admission.why_waits(ancestor, record, short, lenders, tree=label)
-                self._set_reason(record, reason, out)
-                return True
-        return False
 
     # ------------------------------------------------------------ maintenance mode
 
@@ -822,6 +833,7 @@ class Decider:
             )
             return Placed.NOWHERE
         pods = self._quota_pods[name]
+        here = Seat(node, path, pods)
         earlier = placed.get(same)
         if earlier is not None:
             # A pod like this one found no flavor that fits now, and nothing was admitted or
@@ -849,15 +861,12 @@ class Decider:
                         continue
             self._charge_to(record, flavor)
             self.tree_of(name).node(name)  # runtimes follow the moved demand
-            if admission.non_preemptible_shortfall(node, pods, record):
-                continue
-            if admission.shortfall(node, record):
-                continue
-            if admission.ancestor_shortfall(path, node, record) is None:
-                if self._fits_in_other_trees(record):
-                    return Placed.FITS
-                continue  # another tree's quota is short on this flavor: try the next
-            if wait is None:
+            verdict = self._check(record, name, here)
+            if verdict.fits:
+                return Placed.FITS
+            # Short at its own quota, or at another tree's (try the next flavor); short only
+            # at an ancestor of its own: it may wait here (reclaim makes room).
+            if wait is None and verdict.quota == name and verdict.short is Short.ANCESTOR:
                 wait = flavor
         placed[same] = wait or allowed[0]
         self._charge_to(record, placed[same])

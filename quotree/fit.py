@@ -1,0 +1,85 @@
+"""The admission check: does a waiting unit fit, and if not, where and by how much.
+
+Why a module of its own: semantics.md's "Admission" is one rule, asked from several
+places (the decision loop, flavor placement, in-quota preemption, the kubectl plugin's
+`why`). It is written here once: for every quota that charges the unit (one per tree,
+its first tree's first), in order, the quota must exist and be live, a non-preemptible
+unit must stay within the quota's (scaled) min, the unit must fit the quota's runtime,
+and every ancestor's up to the root (the cluster's capacity). The first rule broken is
+the answer; callers turn it into words (`admission.why_not`, `admission.why_waits`) or
+act on it (preempt, reclaim, try another flavor). A unit is a pod today
+(`pods.PodRecord`: its `request`, `preemptible`); a pod group plugs in with the same
+two.
+
+The check reads the live numbers and changes nothing: callers settle runtimes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from quotree.accounts import TreeNode
+from quotree.admission import ancestor_shortfall, non_preemptible_shortfall, shortfall
+from quotree.pods import PodRecord, QuotaPods
+
+__all__ = ["FITS", "Seat", "Short", "Verdict", "check"]
+
+
+class Short(Enum):
+    """Which rule a unit breaks at a quota."""
+
+    MISSING = "missing"  # the quota is not in a live tree (deleted, inactive)
+    NON_PREEMPTIBLE = "non-preemptible"  # over the min left to non-preemptible units
+    QUOTA = "quota"  # used + request > runtime at the quota
+    ANCESTOR = "ancestor"  # used + request > runtime at an ancestor (or the cluster)
+
+
+@dataclass(frozen=True, slots=True)
+class Seat:
+    """Where a quota stands in its tree, as the check needs it: its live node (None when
+    it is not live), its ancestors nearest first ending with the root, and its pods."""
+
+    node: TreeNode | None
+    path: list[TreeNode]
+    pods: QuotaPods | None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The check's answer: `short is None` when the unit fits everywhere; else the quota
+    where it does not (`quota`), the rule (`short`), the node short (the quota itself or
+    an ancestor, None when missing) and the amounts by resource."""
+
+    quota: str = ""
+    short: Short | None = None
+    node: TreeNode | None = None
+    amounts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        return self.short is None
+
+
+#: The one answer for a unit that fits (no allocation on the common path).
+FITS = Verdict()
+
+
+def check(unit: PodRecord, seats: Iterable[tuple[str, Seat]]) -> Verdict:
+    """The first rule of "Admission" the unit breaks at the quotas of `seats` (in order: its
+    first tree's quota first), or `FITS`."""
+    for name, where in seats:
+        node = where.node
+        if node is None or where.pods is None:
+            return Verdict(name, Short.MISSING)
+        short = non_preemptible_shortfall(node, where.pods, unit)
+        if short:
+            return Verdict(name, Short.NON_PREEMPTIBLE, node, short)
+        short = shortfall(node, unit)
+        if short:
+            return Verdict(name, Short.QUOTA, node, short)
+        blocked = ancestor_shortfall(where.path, node, unit)
+        if blocked is not None:
+            return Verdict(name, Short.ANCESTOR, blocked[0], blocked[1])
+    return FITS
