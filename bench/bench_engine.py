@@ -41,6 +41,7 @@ from pathlib import Path
 
 from quotree.engine import Decisions, Engine
 from quotree.models import FlavorConfig, NodeConfig, PodFacts
+from quotree.options import EngineOptions
 from quotree.simulate import simulate
 
 GI = 1 << 30
@@ -157,8 +158,13 @@ def pod_request(contended: bool) -> dict[str, int]:
     return {r: v for r, v in request.items() if v}
 
 
+#: The engine's switches for `build_engine` (None: the product's defaults); `bench_flavor_ab`
+#: sets it to compare rules.
+OPTIONS: EngineOptions | None = None
+
+
 def build_engine(n: int, contended: bool, trees: int = 1) -> tuple[Engine, list[PodFacts]]:
-    engine = Engine(reclaim_delay=30.0)
+    engine = Engine(reclaim_delay=30.0, options=OPTIONS)
     for flavor in FLAVORS:
         engine.set_flavor(FlavorConfig(flavor, {"flavor": flavor}))
     configs = build_configs(n)

@@ -8,8 +8,9 @@ time (`time.process_time`, which moves less with the machine's load than wall ti
 Versions are given as source folders (`--version after=. --version before=/tmp/snap`);
 each run uses that folder's `quotree` and `bench/bench_engine.py` (PYTHONPATH), and the
 same seed, so every version sees the same events. Rounds alternate the versions' order.
-`name=folder#mode` also sets `Decider.hold_mode` (`quotree/hold.py`: off, freed, all),
-for a version that has it: `--version all=.#all` measures one folder under another rule.
+`name=folder#off` measures a folder with pending pods holding nothing on their other
+flavors (`EngineOptions.holds` off; in versions from before that option, `#off`, `#freed`
+or `#all` set `Decider.hold_mode`).
 
 With `--counts`, each version runs each case once more, untimed, counting per event the
 quotas the decider looks at (`Decider._decide_quota`), the pending queues it scans
@@ -68,11 +69,14 @@ def _count(counts: dict[str, int]) -> None:
 def worker(folder: str, case: Case, counting: bool = False) -> None:
     flavors, trees, n, contended, events = case
     folder, _, hold = folder.partition("#")
-    if hold:
-        hold_module = importlib.import_module("quotree.hold")
-        importlib.import_module("quotree.decide").Decider.hold_mode = hold_module.Mode(hold)
     sys.path.insert(0, str(Path(folder) / "bench"))
     b = importlib.import_module("bench_engine")  # the version under test's
+    if hold and hasattr(b, "OPTIONS"):
+        options = importlib.import_module("quotree.options")
+        b.OPTIONS = options.EngineOptions(holds=hold != "off")
+    elif hold:
+        hold_module = importlib.import_module("quotree.hold")
+        importlib.import_module("quotree.decide").Decider.hold_mode = hold_module.Mode(hold)
     counts = dict.fromkeys(("_decide_quota", "_scan_pending", "demand moves", "evictions"), 0)
 
     if hasattr(b, "FLAVORS"):

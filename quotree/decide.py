@@ -27,7 +27,7 @@ from quotree.eviction import (
 )
 from quotree.fit import Seat, Short
 from quotree.flavors import allowed_flavors, charge
-from quotree.hold import Holds, Mode
+from quotree.hold import Holds
 from quotree.models import (
     DEFAULT_TREE,
     FLAVOR_LABEL,
@@ -35,6 +35,7 @@ from quotree.models import (
     FlavorConfig,
     NodeConfig,
 )
+from quotree.options import EngineOptions
 from quotree.pods import Placing, PodRecord, PodState, QuotaPods
 from quotree.runtime import OUTSIDE, QuotaTree
 
@@ -74,7 +75,8 @@ class Placed(Enum):
 class Decider:
     """The engine's records and the decisions taken on them; `Engine` feeds the records."""
 
-    def __init__(self, reclaim_delay: float) -> None:
+    def __init__(self, reclaim_delay: float, options: EngineOptions) -> None:
+        self.options = options
         #: The default tree; `trees` holds every tree by name (api.md, "Several trees").
         self.tree = QuotaTree()
         self.trees: dict[str, QuotaTree] = {DEFAULT_TREE: self.tree}
@@ -101,9 +103,8 @@ class Decider:
         self.flavor_generation = 0  # one more whenever `flavors` changes
         #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
         self.maintenance: str | None = None
-        #: What pending pods hold on the flavors they do not wait on (`hold.py`); set
-        #: `holds.mode` before the first pod to compare rules (tests, benchmarks).
-        self.holds = Holds(self.tree_of, self.hold_mode)
+        #: What pending pods hold on the flavors they do not wait on (`hold.py`).
+        self.holds = Holds(self.tree_of, enabled=options.holds)
 
     # ------------------------------------------------------------ records
 
@@ -191,7 +192,10 @@ class Decider:
         # Deferred subtrees (`QuotaTree.lazy`) rely on this shortcut; with several trees or
         # flavors, quotas are looked at for more than their own runtime: everything eager.
         self.tree.set_lazy(
-            self.lazy_runtimes and self.skip_shrunk_quotas and not self._forest and not self.flavors
+            self.options.lazy_runtimes
+            and self.options.skip_shrunk_quotas
+            and not self._forest
+            and not self.flavors
         )
         changed = self.tree.settle()
         touched, self._touched = self._touched, set()
@@ -200,7 +204,7 @@ class Decider:
         self._unannounced = {}
         evicted = False
         skipped: set[str] = set()
-        if self.skip_shrunk_quotas and not self._forest:
+        if self.options.skip_shrunk_quotas and not self._forest:
             # A quota that only lost room can neither admit nor need reclaim unless it is
             # now over its runtime: skip it without building its room (`_only_shrank`).
             # One tree only: with several, another tree's room may hold its pods back.
@@ -254,13 +258,6 @@ class Decider:
             if pods is not None and pods.queued_in:
                 woken.update(pods.queued_in)  # their `room` holds this quota's room too
         return woken
-
-    #: Skip the quotas `_only_shrank` names (off: look at every changed quota; the property
-    #: tests compare both).
-    skip_shrunk_quotas = True
-    #: Leave the runtimes of subtrees whose share only falls unevaluated until read
-    #: (`QuotaTree.lazy`, `deferral.py`; off: every runtime current after each settle).
-    lazy_runtimes = True
 
     def _only_shrank(self, name: str) -> bool:
         """True when `decide` has nothing to do for quota `name`, whose runtime changed but
@@ -597,20 +594,15 @@ class Decider:
                 if placement is Placed.NOWHERE:
                     continue
                 if placement is Placed.FITS:  # checked there, every tree and ancestor
-                    self.holds.held_back(key, False)
                     self._admit_fit(name, node, record, out)
                     placed.clear()
                     continue
             verdict = self._check(record, name, here)
-            own = verdict.quota == name
-            self.holds.held_back(
-                key, own and verdict.short in (Short.NON_PREEMPTIBLE, Short.QUOTA)
-            )  # else it is admitted or waits for reclaim
             if verdict.fits:
                 self._admit_fit(name, node, record, out)
                 placed.clear()
                 continue
-            if not own or verdict.short is not Short.QUOTA:
+            if verdict.quota != name or verdict.short is not Short.QUOTA:
                 self._explain(name, node, record, verdict, out)
                 continue
             short = verdict.amounts
@@ -737,7 +729,7 @@ class Decider:
     def _hold_pending(self, record: PodRecord) -> bool:
         """A new pending pod charged to a flavor holds its quota's guarantee on the other
         flavors it may use (`hold.py`). True when it holds (its quotas' holds are synced)."""
-        if record.flavor is None or record.quota is None or self.holds.mode is Mode.OFF:
+        if record.flavor is None or record.quota is None or not self.holds.enabled:
             return False
         config = self.tree_of(record.quota).config(record.quota)
         if config is None:
@@ -751,15 +743,6 @@ class Decider:
             amounts = self._charge_on(record, config, flavor)
             on[flavor] = {r: a for r, a in amounts.items() if r.endswith(suffix)}
         return self.holds.add(record.key, (record.quota, *record.also), on, record.flavor)
-
-    #: The rule of `hold.py` new deciders start with (Mode.OFF: pending pods count on their
-    #: wait flavor only, the rule before it; the tests and `bench_flavor_ab.py` compare).
-    hold_mode = Mode.ALL
-
-    #: Judge a flavor the pod is not charged to by a bound first (`flavor_fit.judge`), and
-    #: move its demand there only when it may fit (off: move it to every flavor that passes
-    #: `admission.may_fit`; the property tests compare both).
-    bound_flavors = True
 
     def _cannot_fit_on(
         self,
@@ -851,7 +834,7 @@ class Decider:
                 # (runtime never exceeds cap, the root's is the capacity), unless the flavor
                 # may still be the one it waits on.
                 charged = self._charge_on(record, config, flavor)
-                if self.bound_flavors:
+                if self.options.bound_flavors:
                     if self._cannot_fit_on(name, node, path, record, charged, waits=wait):
                         continue
                 else:

@@ -22,6 +22,7 @@ from quotree.decide import Decider, Decisions
 from quotree.eviction import Eviction
 from quotree.flavors import needs_flavor
 from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, FlavorConfig, NodeConfig, PodFacts, flavored
+from quotree.options import EngineOptions
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.quantity import add_amounts
 from quotree.resolution import (
@@ -56,8 +57,9 @@ class Engine(Decider):
         system_namespaces: Iterable[str] = (),
         default_quota: str | None = None,
         reclaim_delay: float = 30.0,
+        options: EngineOptions | None = None,
     ) -> None:
-        super().__init__(reclaim_delay)
+        super().__init__(reclaim_delay, options or EngineOptions())
         #: Namespaces never gated (`resolution.never_gated`, plus Kubernetes' own).
         self.system_namespaces = never_gated(None, system_namespaces)
         self.coverage = Coverage(self.system_namespaces, default_quota)
@@ -293,7 +295,6 @@ class Engine(Decider):
         Admitted pods keep their flavor and their place in the in-quota order; pending
         pods are placed again.
         """
-        self.holds.replaying = True  # the same pods come back: none of them frees anything
         for quota in sorted(quotas):
             pods = self._quota_pods.get(quota)
             if pods is None:
@@ -312,7 +313,6 @@ class Engine(Decider):
                 again = self.observe_pod(facts)
                 if again is not None and again.state is PodState.ADMITTED:
                     again.admitted_seq, again.capacity = seq, capacity
-        self.holds.replaying = False
 
     def _charge_new(self, record: PodRecord) -> None:
         """Which flavor a new pod of a quota that splits its request by flavor is charged to.
@@ -482,9 +482,7 @@ class Engine(Decider):
                 other_tree.add_used(other, record.request, -1)
         if admitted and self._forest:
             self._charge_outside(record, -1)
-        if admitted:
-            self.holds.freed((record.quota, *record.also), record.request)
-        elif self.holds.remove(key):
+        if not admitted and self.holds.remove(key):
             return record  # its quotas' holds are synced on its flavors already
         self.holds.changed((record.quota, *record.also), record.request)
         return record

@@ -10,7 +10,7 @@ cannot happen: a pending pod's request counts in its quota's demand whatever hol
 back. This module adds, for each quota Q and flavored resource `r` = `<resource>@<f>`,
 a hold to Q's raw request on `r`:
 
-    hold = min(P, max(0, min_Q(r) - charged))             (Mode.ALL, the default)
+    hold = min(P, max(0, min_Q(r) - charged))
 
 - `charged`: what Q's pods are charged on `r` (admitted, and pending pods waiting on f);
 - `P`: what Q's pending pods that may use f (`flavors.allowed_flavors`) but wait on
@@ -21,43 +21,29 @@ flavor, and while its pods wait, Q lends none of the guarantee they could use: a
 without flavors, nothing is lent to be taken back. The cost: an idle quota whose
 guarantee is lent on two flavors and that gets pending pods reclaims on both (reclaim
 cannot tell held demand from requested demand), up to one pod per held GPU more than
-its pods need. The narrower rules remove that cost but not the churn (bench/RESULTS.md):
-`Mode.HELD_BACK` counts in P only the pods Q itself holds back (the decider found them
-short at Q on their wait flavor, `Decider._scan_pending`; a pod that fits Q and waits
-for reclaim holds nothing elsewhere); `Mode.FREED` holds only what Q freed on `r` while
-its pods waited (`K`: an admitted pod of Q there left; at most `min - used`; forgotten
-when no pending pod of Q may use f); `Mode.OFF` holds nothing (the rule before). The
-hold is part of the raw request the tree keeps (`QuotaTree.add_request`), so a full
+its pods need. Narrower rules (only the pods their own quota holds back; only what the
+quota freed while its pods waited) removed that cost but not the churn, and were
+dropped (bench/RESULTS.md keeps their figures). With `EngineOptions.holds` off nothing
+is held (the rule without this module), for comparisons. The hold is part of the raw
+request the tree keeps (`QuotaTree.add_request`), so a full
 recomputation gives the same runtimes and `status.request` shows it. Every tree that
 charges the pod holds (its quotas there, `PodRecord.also`). docs/design.md, "Pending
 pods hold their quota's guarantee on their other flavors".
 
-The engine feeds it: a pending pod placed (`add`), found held back or not (`held_back`),
-moved to another flavor (`moved`), admitted or gone (`remove`), an admitted pod gone
-(`freed`), any change of what a quota is charged (`changed`: a hold never takes demand
-above the min), a quota's min changed (`sync`). Pods a flavor change charges again
-(`Engine._recharge`) free nothing.
+The engine feeds it: a pending pod placed (`add`), moved to another flavor (`moved`),
+admitted or gone (`remove`), any change of what a quota is charged (`changed`: a hold
+never takes demand above the min), a quota's min changed (`sync`).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from quotree.quantity import add_amounts
 from quotree.runtime import QuotaTree
 
-__all__ = ["Holds", "Mode"]
-
-
-class Mode(enum.Enum):
-    OFF = "off"  # pending pods count on their wait flavor only (the rule before)
-    #: every pending pod holds its quota's unused guarantee on its other flavors (default)
-    ALL = "all"
-    #: only the pods their own quota holds back (not those waiting for reclaim) hold
-    HELD_BACK = "held-back"
-    FREED = "freed"  # they keep only what their quota frees on their other flavors
+__all__ = ["Holds"]
 
 
 @dataclass(slots=True)
@@ -65,23 +51,20 @@ class _Pending:
     quotas: tuple[str, ...]  # every quota that charges it, in every tree
     on: dict[str, dict[str, int]]  # allowed flavor -> its request there (flavored names)
     flavor: str  # the flavor it is charged to now (its wait flavor)
-    counts: bool  # its request counts in P (Mode.HELD_BACK: while its quota holds it back)
 
 
 class Holds:
     """The holds of every quota, kept current as pending pods come, move and go."""
 
-    def __init__(self, tree_of: Callable[[str], QuotaTree], mode: Mode = Mode.ALL) -> None:
+    def __init__(self, tree_of: Callable[[str], QuotaTree], *, enabled: bool = True) -> None:
         self._tree_of = tree_of
-        self.mode = mode
+        #: False: pending pods hold nothing (they count on their wait flavor only).
+        self.enabled = enabled
         self._pods: dict[str, _Pending] = {}
         # quota -> flavored resource -> amount
         self._waiting: dict[str, dict[str, int]] = {}  # P: pending pods charged elsewhere
         self._allowed: dict[str, dict[str, int]] = {}  # pending pods that may use it at all
-        self._kept: dict[str, dict[str, int]] = {}  # K: freed while such pods waited
         self._held: dict[str, dict[str, int]] = {}  # the hold in the tree's raw request now
-        #: Pods are forgotten and observed again (`Engine._recharge`): leaving is not freeing.
-        self.replaying = False
 
     def held(self, quota: str) -> Mapping[str, int]:
         """The quota's hold per flavored resource (tests and benchmarks read it)."""
@@ -92,10 +75,9 @@ class Holds:
     ) -> bool:
         """A pending pod charged to `flavor`, which may use the flavors of `on`. True when
         it is counted: its quotas' holds are then synced on all those flavors (as `changed`)."""
-        if self.mode is Mode.OFF or len(on) < 2:
+        if not self.enabled or len(on) < 2:
             return False  # one allowed flavor: nothing waits elsewhere
-        # Mode.HELD_BACK: a new pod holds nothing until the decider finds its quota short.
-        pending = _Pending(quotas, on, flavor, self.mode is not Mode.HELD_BACK)
+        pending = _Pending(quotas, on, flavor)
         self._pods[key] = pending
         self._count(pending, 1)
         return True
@@ -116,51 +98,18 @@ class Holds:
         if pending is None or pending.flavor == flavor:
             return False
         old = pending.flavor
-        if pending.counts:
-            for quota in pending.quotas:
-                waiting = self._waiting.setdefault(quota, {})
-                add_amounts(waiting, pending.on.get(old, {}), 1)
-                add_amounts(waiting, pending.on.get(flavor, {}), -1)
+        for quota in pending.quotas:
+            waiting = self._waiting.setdefault(quota, {})
+            add_amounts(waiting, pending.on.get(old, {}), 1)
+            add_amounts(waiting, pending.on.get(flavor, {}), -1)
         pending.flavor = flavor
         self._sync(pending.quotas, (*pending.on.get(old, ()), *pending.on.get(flavor, ())))
         return True
 
-    def held_back(self, key: str, short: bool) -> None:
-        """Mode.HELD_BACK: whether the pending pod's own quota holds it back (`short`) or
-        it fits there and waits for lent quota (reclaim) or another tree: only the first
-        holds, since reclaim already brings the second its GPUs on its wait flavor."""
-        pending = self._pods.get(key)
-        if pending is None or self.mode is not Mode.HELD_BACK or pending.counts == short:
-            return
-        pending.counts = short
-        resources: list[str] = []
-        for flavor, amounts in pending.on.items():
-            if flavor != pending.flavor:
-                resources.extend(amounts)
-                for quota in pending.quotas:
-                    add_amounts(self._waiting.setdefault(quota, {}), amounts, 1 if short else -1)
-        self._sync(pending.quotas, resources)
-
-    def freed(self, quotas: Iterable[str], charged: Mapping[str, int]) -> None:
-        """An admitted pod charged `charged` left `quotas` (call after its request and use
-        went): what it held there is kept for their pending pods that may use it."""
-        if self.mode is not Mode.FREED or self.replaying:
-            return
-        for quota in quotas:
-            waiting = self._waiting.get(quota)
-            if not waiting:
-                continue
-            kept = self._kept.setdefault(quota, {})
-            resources = [r for r in charged if waiting.get(r, 0) > 0]
-            for resource in resources:
-                kept[resource] = kept.get(resource, 0) + charged[resource]
-            if resources:
-                self.sync(quota, resources)
-
     def changed(self, quotas: Iterable[str], resources: Iterable[str]) -> None:
         """What `quotas` are charged on `resources` changed (a pod came, left or moved): the
         holds there follow (a hold never takes a quota's demand above its min)."""
-        if self.mode is Mode.OFF:
+        if not self.enabled:
             return
         for quota in quotas:
             allowed = self._allowed.get(quota)
@@ -170,11 +119,7 @@ class Holds:
     def sync(self, quota: str, resources: Iterable[str] | None = None) -> None:
         """Bring the quota's holds up to date (resources None: every one it holds or may)."""
         if resources is None:
-            resources = (
-                set(self._held.get(quota, ()))
-                | set(self._allowed.get(quota, ()))
-                | set(self._kept.get(quota, ()))
-            )
+            resources = set(self._held.get(quota, ())) | set(self._allowed.get(quota, ()))
         tree = self._tree_of(quota)
         config = tree.config(quota)
         mins: Mapping[str, int] = config.min if config is not None and config.is_leaf else {}
@@ -183,7 +128,6 @@ class Holds:
         if held is None:
             held = self._held[quota] = {}
         waiting = self._waiting.get(quota, _NONE)
-        freed_mode = self.mode is Mode.FREED
         for resource in resources:
             now = held.get(resource, 0)
             wanted = waiting.get(resource, 0)
@@ -191,8 +135,6 @@ class Holds:
             if wanted > 0:
                 room = mins.get(resource, 0) - request.get(resource, 0) + now
                 want = wanted if wanted < room else max(room, 0)
-            if freed_mode:
-                want = min(want, self._keep(quota, resource, mins.get(resource, 0)))
             if want != now:
                 tree.add_request(quota, {resource: want - now})
                 if want:
@@ -200,24 +142,11 @@ class Holds:
                 else:
                     del held[resource]
 
-    def _keep(self, quota: str, resource: str, floor: int) -> int:
-        """Mode.FREED: what the quota keeps on `resource` (K, at most min - used)."""
-        kept = self._kept.get(quota, {})
-        if self._allowed.get(quota, _NONE).get(resource, 0) <= 0:
-            kept.pop(resource, None)  # no pending pod may use it: forget
-        used = self._tree_of(quota).quota_used(quota).get(resource, 0)
-        keep = min(kept.get(resource, 0), max(0, floor - used))
-        if keep > 0:
-            kept[resource] = keep
-        else:
-            kept.pop(resource, None)
-        return keep
-
     def _count(self, pending: _Pending, sign: int) -> None:
         resources: list[str] = []
         for flavor, amounts in pending.on.items():
             resources.extend(amounts)
-            waits = flavor != pending.flavor and pending.counts
+            waits = flavor != pending.flavor
             for quota in pending.quotas:
                 allowed = self._allowed.get(quota)
                 if allowed is None:

@@ -34,6 +34,7 @@ from quotree.models import (
     parse_node,
     pod_facts,
 )
+from quotree.options import EngineOptions
 from quotree.quantity import format_quantity
 from quotree.report import render_tree
 from quotree.rules import check_apply_forest, missing_flavor
@@ -111,8 +112,8 @@ class SimulatedEngine(Engine):
     admit or evict more), and the evicted pods are kept for the report.
     """
 
-    def __init__(self) -> None:
-        super().__init__(reclaim_delay=0.0)
+    def __init__(self, options: EngineOptions | None = None) -> None:
+        super().__init__(reclaim_delay=0.0, options=options)
         self.finished: dict[str, PodRecord] = {}  # preempted / reclaimed, for the report
 
     def decide(self, now: float = 0.0) -> Decisions:

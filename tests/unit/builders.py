@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from quotree.engine import Engine
 from quotree.models import DEFAULT_TREE, QUOTA_LABEL, NodeConfig, PodFacts
+from quotree.options import EngineOptions
 from quotree.simulate import SimulatedEngine
 
 R = "x"  # an extended resource: one unit is one base unit
@@ -114,8 +115,10 @@ def engine(
     """
     eng: Engine
     if kwargs.pop("instant_evictions", True):
+        switches = kwargs.pop("options", None)
         assert not kwargs, kwargs
-        eng = SimulatedEngine()
+        assert switches is None or isinstance(switches, EngineOptions)
+        eng = SimulatedEngine(switches)
     else:
         options: dict[str, object] = {"reclaim_delay": 0.0}
         options.update(kwargs)

@@ -3,6 +3,7 @@
 from builders import R, arrive, cohort, engine, pod, quota, runtimes, states
 
 from quotree.engine import Engine
+from quotree.options import EngineOptions
 
 
 def test_pods_are_taken_by_priority_then_creation_then_name() -> None:
@@ -485,8 +486,8 @@ def test_skipping_quotas_that_only_lost_room_keeps_the_words_of_looking_at_them(
             quota("q1", "c1", min={"x": 0, "y": 11}),
             quota("q2", "c1", max={"y": 1}),
             capacity={"x": 0, "y": 11},
+            options=EngineOptions(skip_shrunk_quotas=skip),
         )
-        eng.skip_shrunk_quotas = skip
         log = []
         for name, q, request in [
             ("p1", "q2", {"y": 2}),
@@ -514,8 +515,8 @@ def test_a_reclaim_gives_skipped_quotas_their_turn_in_name_order() -> None:
             quota("q3", min={"y": 2}, borrowing={"y": 0}),
             quota("q4", min={"y": 1}, lending={"y": 0}),
             capacity={"y": 13},
+            options=EngineOptions(skip_shrunk_quotas=skip),
         )
-        eng.skip_shrunk_quotas = skip
         log = []
         for name, q, request in [
             ("p1", "q0", {"y": 10}),

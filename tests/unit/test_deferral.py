@@ -19,6 +19,7 @@ from quotree.accounts import TreeNode
 from quotree.deferral import UNBOUNDED, node_margin
 from quotree.engine import Engine
 from quotree.models import NodeConfig
+from quotree.options import EngineOptions
 from quotree.runtime import QuotaTree
 from quotree.sharing import water_fill
 
@@ -26,7 +27,7 @@ TOPS, MIDS, PER, PODS = 3, 3, 4, 10
 MINS = {"x": 40, "g": 2}
 
 
-def _contended_tree() -> tuple[list[NodeConfig], Engine]:
+def _contended_tree(*, lazy: bool = True) -> tuple[list[NodeConfig], Engine]:
     """Quotas that ask twice their min under Cohorts, on a cluster holding exactly the mins."""
     configs = []
     for t in range(TOPS):
@@ -42,7 +43,11 @@ def _contended_tree() -> tuple[list[NodeConfig], Engine]:
                 )
             configs.append(cohort(f"m{t}{m}", f"t{t}", min={r: v * PER for r, v in MINS.items()}))
         configs.append(cohort(f"t{t}", min={r: v * PER * MIDS for r, v in MINS.items()}))
-    eng = engine(*configs, capacity={r: v * PER * MIDS * TOPS for r, v in MINS.items()})
+    eng = engine(
+        *configs,
+        capacity={r: v * PER * MIDS * TOPS for r, v in MINS.items()},
+        options=EngineOptions(lazy_runtimes=lazy),
+    )
     return configs, eng
 
 
@@ -59,8 +64,7 @@ def _arrive_in_bursts(eng: Engine) -> Iterator[int]:
 
 
 def _burst(lazy: bool) -> tuple[list[object], Engine]:
-    _, eng = _contended_tree()
-    eng.lazy_runtimes = lazy
+    _, eng = _contended_tree(lazy=lazy)
     log: list[object] = []
     for now in _arrive_in_bursts(eng):
         out = eng.decide(float(now))
@@ -188,8 +192,7 @@ def test_a_deferred_subtree_whose_share_rises_again_reports_who_grew() -> None:
 def test_take_moved_names_every_runtime_a_deferred_subtree_changed() -> None:
     # The operator's status writer rewrites only the nodes `take_moved()` names: a runtime
     # that moved inside a deferred subtree must be named too, or its status stays stale.
-    configs, eng = _contended_tree()
-    eng.lazy_runtimes = True
+    configs, eng = _contended_tree(lazy=True)
     names = sorted(c.name for c in configs)
     eng.decide(0.0)
     eng.tree.take_moved()

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from quotree.engine import Engine, PodState
-from quotree.hold import Mode
 from quotree.models import FlavorConfig, NodeConfig, PodFacts, parse_node
+from quotree.options import EngineOptions
 
 GPU = "nvidia.com/gpu"
 A100 = FlavorConfig("a100", {"gpu": "a100"})
@@ -41,9 +39,8 @@ def pod(namespace: str, name: str, *, flavor: str | None = None, gated: bool = T
     )
 
 
-def engine(mode: Mode, *configs: NodeConfig) -> Engine:
-    eng = Engine(reclaim_delay=30.0)
-    eng.holds.mode = mode
+def engine(holds: bool, *configs: NodeConfig) -> Engine:
+    eng = Engine(reclaim_delay=30.0, options=EngineOptions(holds=holds))
     for flavor in (A100, H100):
         eng.set_flavor(flavor)
     for config in configs:
@@ -73,10 +70,10 @@ def run(eng: Engine, start: float, end: float) -> list[str]:
     return evicted
 
 
-def full_cluster(mode: Mode) -> Engine:
+def full_cluster(holds: bool) -> Engine:
     """team-a and team-b each run 2 GPUs on each flavor (their mins: the cluster is full)
     and each has a pod waiting (on a100, the first flavor)."""
-    eng = engine(mode, eq("team-a", **TWO_EACH), eq("team-b", **TWO_EACH))
+    eng = engine(holds, eq("team-a", **TWO_EACH), eq("team-b", **TWO_EACH))
     for team in ("team-a", "team-b"):
         for flavor in ("a100", "h100"):
             for i in range(2):
@@ -98,9 +95,8 @@ def more_pods(eng: Engine) -> None:
         eng.observe_pod(pod(team, "x-later"))  # after "waiting" in the queue (by name)
 
 
-@pytest.mark.parametrize("mode", [Mode.HELD_BACK, Mode.FREED, Mode.ALL])
-def test_a_gpu_the_quota_frees_on_another_flavor_goes_to_its_own_waiting_pod(mode: Mode) -> None:
-    eng = full_cluster(mode)
+def test_a_gpu_the_quota_frees_on_another_flavor_goes_to_its_own_waiting_pod() -> None:
+    eng = full_cluster(True)
     eng.forget_pod("team-b/h100-0")  # team-b frees an h100 GPU; its pod waits on a100
     more_pods(eng)
     # team-b keeps it: its demand on h100 stays at its min, team-a's runtime there does
@@ -122,8 +118,8 @@ def test_a_gpu_the_quota_frees_on_another_flavor_goes_to_its_own_waiting_pod(mod
 
 
 def test_the_old_rule_lends_the_freed_gpu_and_reclaims_it_30s_later() -> None:
-    # What the hold removes (Mode.OFF, pending pods count on their wait flavor only).
-    eng = full_cluster(Mode.OFF)
+    # What the hold removes (no holds: pending pods count on their wait flavor only).
+    eng = full_cluster(False)
     eng.forget_pod("team-b/h100-0")
     more_pods(eng)
     assert run(eng, 1.0, 1.0) == []
@@ -137,7 +133,7 @@ def test_the_old_rule_lends_the_freed_gpu_and_reclaims_it_30s_later() -> None:
 
 
 def test_nothing_is_held_when_the_freed_flavor_is_not_allowed_to_the_waiting_pod() -> None:
-    eng = engine(Mode.FREED, eq("team-a", **TWO_EACH), eq("team-b", **TWO_EACH))
+    eng = engine(True, eq("team-a", **TWO_EACH), eq("team-b", **TWO_EACH))
     for team in ("team-a", "team-b"):
         for flavor in ("a100", "h100"):
             for i in range(2):
@@ -157,12 +153,12 @@ def test_nothing_is_held_when_the_freed_flavor_is_not_allowed_to_the_waiting_pod
 # ---------------------------------------------------------------- (b) one eviction per pod
 
 
-def lent_on_both(mode: Mode) -> Engine:
+def lent_on_both(holds: bool) -> Engine:
     """team-a is idle; team-b (min 0) borrows team-a's whole guarantee on both flavors."""
     borrower = {"flavors": [{"name": "a100"}, {"name": "h100"}]}
     borrower["flavors"][0]["min"] = {GPU: "0"}
     borrower["flavors"][1]["min"] = {GPU: "0"}
-    eng = engine(mode, eq("team-a", **TWO_EACH), eq("team-b", **borrower))
+    eng = engine(holds, eq("team-a", **TWO_EACH), eq("team-b", **borrower))
     for flavor in ("a100", "h100"):
         for i in range(4):
             eng.observe_pod(pod("team-b", f"{flavor}-{i}", flavor=flavor))
@@ -171,26 +167,12 @@ def lent_on_both(mode: Mode) -> Engine:
     return eng
 
 
-@pytest.mark.parametrize("mode", [Mode.HELD_BACK, Mode.FREED])
-def test_one_waiting_pod_of_an_idle_quota_reclaims_on_its_wait_flavor_only(mode: Mode) -> None:
-    eng = lent_on_both(mode)
-    eng.observe_pod(pod("team-a", "new"))
-    evicted = run(eng, 1.0, 40.0)
-    # One pod was waiting, one was reclaimed (on a100, its wait flavor); team-b keeps all
-    # four h100 GPUs: team-a did not free them, it lent them before its pod came.
-    assert len(evicted) == 1
-    assert eng.pods["team-a/new"].state is PodState.ADMITTED
-    assert eng.pods["team-a/new"].flavor == "a100"
-    assert len(admitted_on(eng, "team-b", "h100")) == 4
-    assert eng.holds.held("team-a") == {}
-
-
 def test_the_default_rule_reclaims_on_both_flavors_for_one_pod() -> None:
-    # The cost of `Mode.ALL`, the default (docs/design.md says why it is still the
-    # default): with one pod waiting, team-b goes over its runtime on both flavors and
-    # loses one pod on each; the h100 one was evicted for nothing.
-    assert Engine.hold_mode is Mode.ALL
-    eng = lent_on_both(Mode.ALL)
+    # The cost of the hold (docs/design.md says why it is still the rule): with one pod
+    # waiting, team-b goes over its runtime on both flavors and loses one pod on each;
+    # the h100 one was evicted for nothing.
+    assert EngineOptions().holds
+    eng = lent_on_both(True)
     eng.observe_pod(pod("team-a", "new"))
     evicted = run(eng, 1.0, 40.0)
     assert len(evicted) == 2
@@ -201,7 +183,7 @@ def test_the_default_rule_reclaims_on_both_flavors_for_one_pod() -> None:
 # ---------------------------------------------------------------- (c) held back by cpu
 
 
-def cpu_bound(mode: Mode) -> Engine:
+def cpu_bound(holds: bool) -> Engine:
     """team-a's pod waits for cpu (its own quota's max); team-b wants every h100 GPU."""
     team_a = {
         "min": {"cpu": "1"},
@@ -212,7 +194,7 @@ def cpu_bound(mode: Mode) -> Engine:
         ],
     }
     team_b = {"flavors": [{"name": "h100", "min": {GPU: "0"}}]}
-    eng = engine(mode, eq("team-a", **team_a), eq("team-b", **team_b))
+    eng = engine(holds, eq("team-a", **team_a), eq("team-b", **team_b))
     eng.set_cluster_node("c", {"cpu": 8000})
     eng.observe_pod(PodFacts("team-a", "cpu-only", {"cpu": 1000}, gated=False))
     eng.observe_pod(PodFacts("team-a", "gpu", {"cpu": 1000, GPU: 1}, gated=True))
@@ -227,7 +209,7 @@ def test_a_pod_its_quota_holds_back_keeps_the_guarantee_on_its_other_flavors() -
     # What the benchmark's contended GPU pods do (held back by cpu at their own quota):
     # the pod waits on a100 (its first flavor), and team-a lends none of the h100
     # guarantee the pod would take, so when the cpu comes back it runs at once.
-    eng = cpu_bound(Mode.HELD_BACK)
+    eng = cpu_bound(True)
     assert eng.holds.held("team-a") == {f"{GPU}@h100": 1}
     assert len(admitted_on(eng, "team-b", "h100")) == 3
     eng.forget_pod("team-a/cpu-only")
@@ -236,9 +218,8 @@ def test_a_pod_its_quota_holds_back_keeps_the_guarantee_on_its_other_flavors() -
     assert eng.pods["team-a/gpu"].flavor == "h100"
 
 
-@pytest.mark.parametrize("mode", [Mode.OFF, Mode.FREED])
-def test_without_it_the_guarantee_is_lent_and_reclaimed_when_the_cpu_comes(mode: Mode) -> None:
-    eng = cpu_bound(mode)
+def test_without_it_the_guarantee_is_lent_and_reclaimed_when_the_cpu_comes() -> None:
+    eng = cpu_bound(False)
     assert len(admitted_on(eng, "team-b", "h100")) == 4
     eng.forget_pod("team-a/cpu-only")
     evicted = run(eng, 2.0, 40.0)
@@ -250,50 +231,8 @@ def test_without_it_the_guarantee_is_lent_and_reclaimed_when_the_cpu_comes(mode:
 # ---------------------------------------------------------------- keeping the hold current
 
 
-def test_the_hold_never_takes_the_quota_above_its_min_and_follows_min_changes() -> None:
-    eng = full_cluster(Mode.FREED)
-    eng.forget_pod("team-b/h100-0")
-    eng.forget_pod("team-b/h100-1")
-    # team-b freed 2 on h100 but one pod waits (1 GPU): it holds 1.
-    assert eng.holds.held("team-b") == {f"{GPU}@h100": 1}
-    smaller = {
-        "flavors": [{"name": "a100", "min": {GPU: "2"}}, {"name": "h100", "min": {GPU: "0"}}]
-    }
-    eng.set_config(eq("team-b", **smaller))
-    assert eng.holds.held("team-b") == {}  # nothing of a min of 0 to hold
-    # What was kept is forgotten with it (kept <= min - used): the min coming back does
-    # not bring the hold back; the next GPU team-b frees there does.
-    eng.set_config(eq("team-b", **TWO_EACH))
-    assert eng.holds.held("team-b") == {}
-    eng.forget_pod("team-b/a100-0")  # a100 is its wait flavor: nothing to hold there
-    assert eng.holds.held("team-b") == {}
-    eng.observe_pod(pod("team-b", "h100-2", flavor="h100", gated=False))
-    eng.forget_pod("team-b/h100-2")
-    assert eng.holds.held("team-b") == {f"{GPU}@h100": 1}
-    eng.forget_pod("team-b/waiting")  # no pod waits: nothing held, nothing kept
-    assert eng.holds.held("team-b") == {}
-    eng.observe_pod(pod("team-b", "later"))
-    assert eng.holds.held("team-b") == {}  # freed before it came: lendable, like (b)
-
-
-def test_pods_charged_again_after_a_flavor_change_free_nothing() -> None:
-    # A flavor change forgets and observes again every pod of the quotas naming it
-    # (`Engine._recharge`): an admitted pod coming back is not a GPU its quota freed.
-    eng = lent_on_both(Mode.FREED)
-    eng.observe_pod(pod("team-a", "new"))  # waits on a100
-    eng.observe_pod(pod("team-a", "h100-0", flavor="h100", gated=False))  # runs on h100
-    run(eng, 1.0, 1.0)
-    assert eng.holds.held("team-a") == {}  # its h100 guarantee was lent before "new" came
-    eng.set_flavor(FlavorConfig("h100", {"gpu": "h100", "zone": "z1"}))
-    assert eng.pods["team-a/h100-0"].state is PodState.ADMITTED
-    assert eng.holds.held("team-a") == {}
-    eng.forget_pod("team-a/h100-0")  # this one it frees
-    assert eng.holds.held("team-a") == {f"{GPU}@h100": 1}
-
-
-@pytest.mark.parametrize("mode", [Mode.FREED, Mode.ALL])
-def test_the_hold_is_part_of_demand_and_a_full_recomputation_keeps_it(mode: Mode) -> None:
-    eng = full_cluster(mode)
+def test_the_hold_is_part_of_demand_and_a_full_recomputation_keeps_it() -> None:
+    eng = full_cluster(True)
     eng.forget_pod("team-b/h100-0")
     node = eng.tree.node("team-b")
     assert node is not None
@@ -315,7 +254,7 @@ def test_a_pod_that_narrows_its_node_selector_stops_holding_the_flavor_it_left()
             {"name": "h100", "min": {GPU: "2"}, "max": {GPU: "2"}},
         ]
     }
-    eng = engine(Mode.ALL, eq("team-a", **capped))
+    eng = engine(True, eq("team-a", **capped))
     eng.observe_pod(PodFacts("team-a", "big", {GPU: 3}, gated=True))
     eng.decide(0.0)
     assert eng.pods["team-a/big"].flavor == "a100"

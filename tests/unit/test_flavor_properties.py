@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from quotree.engine import Engine, PodState
 from quotree.flavors import allowed_flavors, allows, charge
-from quotree.hold import Mode
 from quotree.models import FlavorConfig, NodeConfig, PodFacts, parse_node
+from quotree.options import EngineOptions
 from quotree.quantity import UNLIMITED
 from quotree.simulate import SimulatedEngine
 
@@ -153,17 +153,19 @@ def runtimes(eng: Engine) -> dict[tuple[str, str], tuple[int, int, int]]:
     ),
     rnd=st.randoms(use_true_random=False),
     simulated=st.booleans(),
-    hold=st.sampled_from(list(Mode)),
+    hold=st.booleans(),
 )
 def test_incremental_equals_full_recomputation_with_flavors(
     configs: list[NodeConfig],
     stream: list[tuple[int, int, tuple[Any, Any], int]],
     rnd: random.Random,
     simulated: bool,
-    hold: Mode,
+    hold: bool,
 ) -> None:
-    eng: Engine = SimulatedEngine() if simulated else Engine(reclaim_delay=0.0)
-    eng.holds.mode = hold
+    options = EngineOptions(holds=hold)
+    eng: Engine = (
+        SimulatedEngine(options) if simulated else Engine(reclaim_delay=0.0, options=options)
+    )
     for flavor in FLAVORS.values():
         eng.set_flavor(flavor)
     for config in configs:
@@ -202,7 +204,7 @@ def test_incremental_equals_full_recomputation_with_flavors(
 def check_holds(eng: Engine) -> None:
     """Every quota's hold, against its pods counted from scratch (`hold.py`): never above
     what its pending pods waiting on another flavor would take there, never taking its
-    demand above its min; with `Mode.ALL`, exactly min(P, min - charged); OFF: none."""
+    demand above its min; exactly min(P, min - charged); with holds off, none."""
     waiting: dict[tuple[str, str], int] = {}
     charged: dict[tuple[str, str], int] = {}
     for record in eng.pods.values():
@@ -225,15 +227,14 @@ def check_holds(eng: Engine) -> None:
                     waiting[key] = waiting.get(key, 0) + amount
     for name, config in eng.tree.configs().items():
         held = eng.holds.held(name)
-        if eng.holds.mode is Mode.OFF:
+        if not eng.holds.enabled:
             assert held == {}
             continue
         for resource in set(held) | {r for q, r in waiting if q == name}:
             key = (name, resource)
             room = max(0, config.min.get(resource, 0) - charged.get(key, 0))
             assert held.get(resource, 0) <= min(waiting.get(key, 0), room)
-            if eng.holds.mode is Mode.ALL:
-                assert held.get(resource, 0) == min(waiting.get(key, 0), room)
+            assert held.get(resource, 0) == min(waiting.get(key, 0), room)
             assert eng.tree.quota_request(name).get(resource, 0) == charged.get(key, 0) + held.get(
                 resource, 0
             )

@@ -18,6 +18,7 @@ from quotree.admission import IN_QUOTA, OVER_QUOTA
 from quotree.engine import Engine
 from quotree.eviction import EXACT_SEARCH_LIMIT, fewest_victims, over_runtime
 from quotree.models import NodeConfig
+from quotree.options import EngineOptions
 from quotree.pods import PodRecord, PodState
 from quotree.simulate import SimulatedEngine
 
@@ -526,15 +527,18 @@ def test_any_sequence_of_changes_equals_building_the_survivors_afresh(
     assert runtime_map(fresh) == runtime_map(eng)
 
 
-def _scenario_engine(scenario: Scenario, delay: float | None) -> Engine:
+def _scenario_engine(
+    scenario: Scenario, delay: float | None, options: EngineOptions | None = None
+) -> Engine:
     """The simulator's engine (delay None), else the operator's with that reclaim delay."""
     if delay is None:
-        return engine(*scenario.configs, capacity=scenario.capacity)
+        return engine(*scenario.configs, capacity=scenario.capacity, options=options)
     return engine(
         *scenario.configs,
         capacity=scenario.capacity,
         instant_evictions=False,
         reclaim_delay=delay,
+        options=options,
     )
 
 
@@ -590,13 +594,12 @@ def _decision_log(eng: Engine, scenario: Scenario, stream: list[tuple[str, int]]
 def test_skipping_quotas_that_only_lost_room_changes_no_decision(
     scenario: Scenario, stream: list[tuple[str, int]], delay: float | None
 ) -> None:
-    """`Decider.skip_shrunk_quotas` (a quota whose runtime went up nowhere and that is not
+    """`EngineOptions.skip_shrunk_quotas` (a quota whose runtime went up nowhere and that is not
     over it is not looked at) takes the same decisions, with the same words, as looking at
     every quota whose runtime changed: in the simulator (delay None) and in operator mode."""
     logs = []
     for skip in (True, False):
-        eng = _scenario_engine(scenario, delay)
-        eng.skip_shrunk_quotas = skip
+        eng = _scenario_engine(scenario, delay, EngineOptions(skip_shrunk_quotas=skip))
         logs.append(_decision_log(eng, scenario, stream))
     assert logs[0] == logs[1]
 
@@ -638,8 +641,7 @@ def test_grown_quotas_are_the_ones_whose_runtime_or_guarantee_went_up(
 
 
 def _lazy_log(scenario: Scenario, stream: list[tuple[str, int]], delay: float | None, lazy: bool):
-    eng = _scenario_engine(scenario, delay)
-    eng.lazy_runtimes = lazy
+    eng = _scenario_engine(scenario, delay, EngineOptions(lazy_runtimes=lazy))
     log = _decision_log(eng, scenario, stream)
     eng.tree.settle()
     log.append(runtime_map(eng))
