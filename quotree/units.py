@@ -3,9 +3,11 @@
 The engine counts base units (`quantity.py`), and the operator's status prints them one
 canonical way. A table that says `1000000000` where its input said `1G` reads badly, so
 the table (`quotree simulate -o table`, `kubectl quotree tree`) prints each resource in
-the family of suffixes its quantities were written with: binary (Ki, Mi, Gi...) or
-decimal (k, M, G...), the one written more often for that resource, the first one
-written on a tie. The rule is in docs/design.md ("Quantities in the table").
+the family its quantities were written in: binary suffixes (Ki, Mi, Gi...), decimal ones
+(k, M, G...) or plain numbers, the one written more often for that resource, the first
+one written on a tie. People write Cohorts, ElasticQuotas, ResourceFlavors and pods; the
+kubelet writes a Node's quantities (memory always in Ki), so they count only for a
+resource nothing else names. The rule is in docs/design.md ("Quantities in the table").
 """
 
 from __future__ import annotations
@@ -52,20 +54,24 @@ class Units:
 
     def __init__(self) -> None:
         # base resource -> family -> how many quantities were written in it (in the
-        # order first seen, for the tie)
+        # order first seen, for the tie); people's objects, then Nodes'
         self._written: dict[str, dict[UnitFamily, int]] = {}
+        self._nodes: dict[str, dict[UnitFamily, int]] = {}
 
-    def note(self, resource: str, value: object) -> None:
-        """One quantity written for `resource` (anything that is not a quantity is ignored)."""
+    def note(self, resource: str, value: object, *, node: bool = False) -> None:
+        """One quantity written for `resource` (anything that is not a quantity is ignored);
+        `node`: a Node's, counted only for resources nothing else names."""
         family = quantity_family(value)
         if family is not None:
-            counts = self._written.setdefault(base_resource(resource), {})
+            written = self._nodes if node else self._written
+            counts = written.setdefault(base_resource(resource), {})
             counts[family] = counts.get(family, 0) + 1
 
     def note_object(self, obj: object) -> None:
         """Every quantity in the resource lists of a Kubernetes object, however deep (a
         Pod's containers, a Deployment's pod template, a quota's flavors). Never raises:
         malformed objects are for the input's own checks to report."""
+        node = isinstance(obj, Mapping) and obj.get("kind") == "Node"
         stack: list[object] = [obj]
         seen: set[int] = set()  # YAML anchors may make an object contain itself
         while stack:
@@ -79,7 +85,7 @@ class Units:
                     if key in RESOURCE_LISTS and isinstance(value, Mapping):
                         for resource, quantity in value.items():
                             if isinstance(resource, str):
-                                self.note(resource, quantity)
+                                self.note(resource, quantity, node=node)
                     elif key == "gpuMemoryPerGPU":
                         self.note(GPU_MEMORY, value)
                     if isinstance(value, Mapping | list):
@@ -96,8 +102,9 @@ class Units:
 
     def family(self, resource: str) -> UnitFamily | None:
         """The family `resource` is printed in: the one written more often, the first on
-        a tie; None when no quantity for it had a suffix of either family."""
-        counts = self._written.get(base_resource(resource))
+        a tie (Nodes' only when nothing else names it); None when nothing names it."""
+        base = base_resource(resource)
+        counts = self._written.get(base) or self._nodes.get(base)
         if not counts:
             return None
         return max(counts, key=lambda f: counts[f])  # max keeps the first of equals
