@@ -14,7 +14,7 @@ from typing import Any
 from quotree.models import DEFAULT_TREE
 from quotree.quantity import QuantityError, format_in_family, parse_quantity, quantity_family
 
-__all__ = ["BAR_COLUMNS", "COLUMNS", "render_tree", "tree_width", "usage_bar"]
+__all__ = ["BAR_COLUMNS", "COLUMNS", "legend", "render_tree", "tree_width", "usage_bar"]
 
 #: Extra columns a usage bar takes (a space, the brackets and `width` cells).
 BAR_COLUMNS = 3
@@ -48,6 +48,35 @@ COLUMNS = (("MIN", 8), ("MAX", 10), ("REQUEST", 10), ("RUNTIME", 10), ("USED", 1
 #: Minimum widths of the tree column and of the resource column.
 TREE_WIDTH = 34
 RESOURCE_WIDTH = 16
+
+
+def legend(*, scaled: bool = True) -> str:
+    """What the table shows, column by column (semantics.md's words, in short), for the
+    commands' `--help`; `scaled`: the MIN column may show scaled guarantees."""
+    scaled_text = (
+        '\n            "4, scaled 3500m": the cluster holds less than the mins add up to,'
+        "\n            and the guarantee was scaled down to fit"
+        if scaled
+        else ""
+    )
+    return f"""\
+the table:
+  The first line is the capacity the tree shares out: the allocatable of the Ready
+  nodes, less what pods outside the tree (unmanaged pods) hold. Then one row per
+  Cohort (coh) or ElasticQuota (eq) and resource:
+
+  RESOURCE  a resource the node takes part in; name@flavor is a flavor's share
+  MIN       the guarantee (spec.min){scaled_text}
+  MAX       the ceiling (spec.max); - for none
+  REQUEST   demand: what its pods ask for, pending and admitted, at least what it
+            keeps back from lending (min - lendingLimit) and at most its cap
+  RUNTIME   what it may use now: its demand up to its guarantee, plus its
+            weighted share of what others leave idle
+  USED      what its admitted pods hold
+
+  Quantities are printed in the units the input wrote them in (1G, 1Gi, 500m).
+  Then the pods that wait or were evicted, each with its reason, and warnings.
+"""
 
 
 @dataclass(frozen=True, slots=True)
