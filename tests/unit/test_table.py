@@ -229,3 +229,12 @@ def test_pod_keys_longer_than_their_column_keep_the_states_aligned() -> None:
     assert len(lines) == 2
     assert len({line.index("pending") for line in lines}) == 1
     assert all(" pending" in line for line in lines)
+
+
+def test_the_readmes_sample_table_is_the_real_output() -> None:
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    command = ".venv/bin/quotree simulate examples/koordinator-runtime.yaml"
+    shown = readme[readme.index(command) :].split("```\n")[2]  # the block after the command's
+    real = render_table(simulate([root / "examples" / "koordinator-runtime.yaml"]))
+    assert shown == real + "\n"
