@@ -2,7 +2,10 @@
 `kubectl quotree tree` (pure: a report dict in, text out).
 
 The input is the shape of `quotree simulate -o json` (api.md): `capacity`, `nodes` (name ->
-kind, parent, min, max, request, runtime, used, valid) and `pods` (key -> state, reason).
+kind, parent, min, max, request, runtime, used, valid) and `pods` (key -> state, reason),
+optionally with `unmanaged` (what pods outside the tree hold) and per node `scaledMin`
+(guarantees scaled below min). Column widths follow the content, so long names and
+numbers never run together.
 """
 
 from __future__ import annotations

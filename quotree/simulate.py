@@ -292,8 +292,8 @@ def table_report(sim: Simulation) -> dict[str, Any]:
     data = to_json(sim)
     engine = sim.engine
     for name, entry in data["nodes"].items():
-        node = engine.tree_of(name).node(name)
-        config = engine.tree_of(name).config(name)
+        tree = engine.tree_of(name)
+        node, config = tree.node(name), tree.config(name)
         scaled = {}
         if node is not None and config is not None:
             for resource, low in config.min.items():
