@@ -231,6 +231,13 @@ def fit_message(name: str, node: TreeNode, record: PodRecord) -> str:
     return f"admitted to ElasticQuota {name}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
+def min_text(node: TreeNode, resource: str) -> str:
+    """`min 4`, or `min 4, scaled 3500m` when the cluster shrank and the guarantee with it."""
+    low, guarantee = node.min[resource], node.guarantee[resource]
+    text = f"min {format_quantity(low, resource)}"
+    return text if guarantee >= low else f"{text}, scaled {format_quantity(guarantee, resource)}"
+
+
 def why_not(
     name: str,
     node: TreeNode,
@@ -248,9 +255,9 @@ def why_not(
         request = format_quantity(record.request.get(resource, 0), resource)
         if non_preemptible:
             used = format_quantity(pods.non_preemptible_used.get(resource, 0), resource)
-            limit = format_quantity(node.guarantee[resource], resource)
             parts.append(
-                f"{resource}: non-preemptible used {used} + request {request} > min {limit}"
+                f"{resource}: non-preemptible used {used} + request {request} > "
+                + min_text(node, resource)
             )
         else:
             used = format_quantity(node.used[resource], resource)
@@ -259,7 +266,7 @@ def why_not(
             limit = "" if is_unlimited(bound) else f", cap {format_quantity(bound, resource)}"
             parts.append(
                 f"{resource}: used {used} + request {request} > runtime {runtime}"
-                f" (min {format_quantity(node.min[resource], resource)}{limit})"
+                f" ({min_text(node, resource)}{limit})"
             )
     return f"does not fit in ElasticQuota {name}{tree_tag(tree)}: " + "; ".join(parts)
 

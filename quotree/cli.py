@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
 
+from quotree.report import legend
 from quotree.simulate import (
     Simulation,
     SimulationError,
@@ -17,21 +19,41 @@ from quotree.simulate import (
     simulate_documents,
 )
 
-__all__ = ["main"]
+__all__ = ["main", "package_version"]
+
+
+def package_version() -> str:
+    """The installed package's version, for `--version`."""
+    try:
+        return importlib.metadata.version("quotree")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="quotree", description="Hierarchical elastic quotas for Kubernetes."
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="one of these:"
+    )
     sim = commands.add_parser(
         "simulate",
         help="run Cohort, ElasticQuota, Node and Pod YAML through the quota engine",
         description="Preview what quotree would decide for these objects, without a cluster.",
+        epilog=legend(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sim.add_argument("files", nargs="*", metavar="FILE", help="multi-document YAML files")
-    sim.add_argument("-o", "--output", choices=("json", "table"), default="table")
+    sim.add_argument(
+        "-o",
+        "--output",
+        choices=("json", "table"),
+        default="table",
+        help="table: the tree for a person to read (the default, columns below); "
+        "json: the stable report for programs",
+    )
     sim.add_argument(
         "--from-cluster",
         action="store_true",

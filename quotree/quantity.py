@@ -9,6 +9,7 @@ value a quantity may hold (Kubernetes itself stores quantities in int64).
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 import re
@@ -19,11 +20,14 @@ __all__ = [
     "MAX_VALUE",
     "UNLIMITED",
     "QuantityError",
+    "UnitFamily",
     "add_amounts",
     "base_resource",
+    "format_in_family",
     "format_quantity",
     "is_unlimited",
     "parse_quantity",
+    "quantity_family",
 ]
 
 #: Largest amount a quantity may hold, in base units: Kubernetes' int64 limit.
@@ -151,3 +155,50 @@ def format_quantity(amount: int, resource: str) -> str:
             if amount % unit == 0:
                 return f"{amount // unit}{suffix}"
     return str(amount)
+
+
+class UnitFamily(enum.Enum):
+    """How a quantity was written: with a binary suffix (Ki, Mi, Gi...), a decimal one
+    (k, M, G...), or as a plain number (also with an exponent or a milli suffix)."""
+
+    BINARY = "binary"
+    DECIMAL = "decimal"
+    PLAIN = "plain"
+
+
+_DECIMAL_UP = ("E", "P", "T", "G", "M", "k")
+
+
+def quantity_family(value: object) -> UnitFamily | None:
+    """The family of a written quantity (a YAML number is plain); None for anything that
+    is not a quantity."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return UnitFamily.PLAIN
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY.match(value.strip())
+    if match is None:
+        return None
+    if match["bin"]:
+        return UnitFamily.BINARY
+    if match["dec"] and match["dec"] in _DECIMAL_UP:
+        return UnitFamily.DECIMAL
+    return UnitFamily.PLAIN
+
+
+def format_in_family(amount: int, resource: str, family: UnitFamily | None) -> str:
+    """Print base units in `family`: the largest unit of the family that represents them
+    exactly ("1G", "1500M", "1Gi"), a plain number for PLAIN. cpu (cores or millicores),
+    no family, and no exact unit: as `format_quantity`."""
+    if family is None or amount <= 0 or is_unlimited(amount) or base_resource(resource) == "cpu":
+        return format_quantity(amount, resource)
+    if family is UnitFamily.PLAIN:
+        return str(amount)
+    if family is UnitFamily.BINARY:
+        units = [(s, _BINARY[s]) for s in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")]
+    else:
+        units = [(s, int(_DECIMAL[s])) for s in _DECIMAL_UP]
+    for suffix, unit in units:
+        if amount % unit == 0:
+            return f"{amount // unit}{suffix}"
+    return format_quantity(amount, resource)

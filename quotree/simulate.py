@@ -35,9 +35,10 @@ from quotree.models import (
     pod_facts,
 )
 from quotree.options import EngineOptions
-from quotree.quantity import format_quantity
+from quotree.quantity import add_amounts, format_quantity
 from quotree.report import render_tree
 from quotree.rules import check_apply_forest, missing_flavor
+from quotree.units import Units
 
 __all__ = [
     "SimulatedEngine",
@@ -47,6 +48,7 @@ __all__ = [
     "render_table",
     "simulate",
     "simulate_documents",
+    "table_report",
 ]
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -67,6 +69,7 @@ class Simulation:
     engine: SimulatedEngine
     configs: list[NodeConfig]
     warnings: list[str] = field(default_factory=list)
+    units: Units = field(default_factory=Units)  # the families quantities were written in
 
 
 def load_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -143,7 +146,8 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
     engine = SimulatedEngine()
     pods: list[tuple[str, Mapping[str, Any]]] = []
     warnings: list[str] = []
-    for origin, doc in documents:
+    units = Units()
+    for origin, doc in units.noting(documents):
         kind = doc.get("kind")
         if kind in ("Cohort", "ElasticQuota"):
             if doc.get("apiVersion") != API_VERSION:
@@ -157,7 +161,7 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
             verdict = check_apply_forest(engine.tree_configs(), config)
             if not verdict.allowed:
                 raise SimulationError(verdict.message)
-            warnings.extend(verdict.warnings)
+            # Its warnings (a parent not there yet) are reported for the end state below.
             engine.set_config(config)
         elif kind == "ResourceFlavor":
             if doc.get("apiVersion") != API_VERSION:
@@ -219,7 +223,7 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
         engine.observe_pod(facts)
         engine.decide(now=float(index))
     engine.refresh_reasons()
-    return Simulation(engine, list(engine.all_configs().values()), warnings)
+    return Simulation(engine, list(engine.all_configs().values()), warnings, units)
 
 
 def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
@@ -282,6 +286,33 @@ def render_json(sim: Simulation) -> str:
     return json.dumps(to_json(sim), indent=2, sort_keys=False)
 
 
+def table_report(sim: Simulation) -> dict[str, Any]:
+    """What the table shows: the JSON report with quantities in the units they were written
+    in, each scaled guarantee (`scaledMin`: below min when the cluster shrank) and what
+    unmanaged pods hold (`unmanaged`, taken out of the capacity the tree shares)."""
+    data = to_json(sim)
+    engine = sim.engine
+    for name, entry in data["nodes"].items():
+        tree = engine.tree_of(name)
+        node, config = tree.node(name), tree.config(name)
+        scaled = {}
+        if node is not None and config is not None:
+            for resource, low in config.min.items():
+                guarantee = node.guarantee.get(resource, low)
+                if guarantee < low:
+                    scaled[resource] = format_quantity(guarantee, resource)
+        entry["scaledMin"] = scaled
+    held: dict[str, int] = {}
+    for record in engine.pod_records():
+        if record.state is PodState.UNMANAGED and record.facts.node_name:
+            add_amounts(held, record.request)
+    capacity = engine.tree.capacity
+    data["unmanaged"] = {
+        r: format_quantity(held[r], r) for r in sorted(capacity) if held.get(r, 0) > 0
+    }
+    return sim.units.restyle_report(data)
+
+
 def render_table(sim: Simulation) -> str:
     """The tree the way a person reads it (quotree/report.py, shared with `kubectl quotree`)."""
-    return render_tree(to_json(sim), sim.warnings)
+    return render_tree(table_report(sim), sim.warnings)

@@ -15,40 +15,95 @@ import argparse
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from quotree.report import BAR_COLUMNS, render_tree
+from quotree.cli import package_version
+from quotree.models import QUOTA_LABEL, ConfigError, pod_facts
+from quotree.quantity import add_amounts, format_quantity
+from quotree.report import BAR_COLUMNS, legend, render_tree, tree_width
 from quotree.simulate import SimulationError, load_documents
+from quotree.units import Units
 from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError
 from quotree_kubectl.views import pending_reasons, render_what_if, tree_report, what_if, why
 
-__all__ = ["main"]
+__all__ = ["main", "table_report"]
 
 #: Width of the usage bars of `tree` (cells) when the terminal is wide enough, or `-o wide`.
 BAR_WIDTH = 20
-#: Columns the table takes without bars (render_tree's fixed layout).
-TABLE_COLUMNS = 98
+
+
+def _wrapped(text: str) -> str:
+    """A description for a raw-text help page (the table's legend keeps its layout)."""
+    return textwrap.fill(text, width=shutil.get_terminal_size().columns - 2)  # as argparse
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl quotree",
-        description="quotree's quota tree in the live cluster (read-only).",
+        description="quotree's quota tree in the live cluster (read-only: it reads with "
+        "kubectl, with your kubeconfig and context, and never writes).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("--context", help="the kubeconfig context to use")
     parser.add_argument("--kubeconfig", help="path to the kubeconfig file")
-    commands = parser.add_subparsers(dest="command", required=True)
-    tree = commands.add_parser("tree", help="the quota tree from the Cohorts' and quotas' status")
-    tree.add_argument("-o", "--output", choices=("table", "wide", "json"), default="table")
-    why_cmd = commands.add_parser("why", help="why a pod waits, and what would let it in")
-    why_cmd.add_argument("pod", metavar="POD")
-    why_cmd.add_argument("-n", "--namespace", default="default")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="one of these:"
+    )
+    raw = argparse.RawDescriptionHelpFormatter
+    tree = commands.add_parser(
+        "tree",
+        help="the quota tree from the Cohorts' and quotas' status",
+        description=_wrapped(
+            "The live tree as the operator last wrote it in the status of the Cohorts and "
+            "ElasticQuotas, drawn as `quotree simulate` draws it, with the reasons of the "
+            "pods that wait."
+        ),
+        epilog=legend(scaled=False),
+        formatter_class=raw,
+    )
+    tree.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "wide", "json"),
+        default="table",
+        help="table: the tree (with usage bars when the terminal is wide enough); wide: "
+        "always with usage bars (# used, = the rest of runtime, ! used above runtime); "
+        "json: the report in the shape of `quotree simulate -o json`",
+    )
+    why_cmd = commands.add_parser(
+        "why",
+        help="why a pod waits, and what would let it in",
+        description="Why a pod waits: the operator's reason, the engine's numbers along "
+        "its quota's chain of Cohorts, and what would let it in (pods finishing, "
+        "idle quota lent to others, a cap).",
+    )
+    why_cmd.add_argument("pod", metavar="POD", help="the pod's name")
+    why_cmd.add_argument(
+        "-n", "--namespace", default="default", help="the pod's namespace (default: default)"
+    )
     whatif = commands.add_parser(
         "what-if",
         help="the live tree with proposed Cohorts, ElasticQuotas or Nodes (nothing written)",
+        description="Run the live cluster with proposed Cohorts, ElasticQuotas or Nodes "
+        "through the engine without applying them: the rules they would break, each "
+        "node's runtime before and after, and the pods that would be admitted, "
+        "preempted or reclaimed.",
     )
-    whatif.add_argument("files", nargs="+", metavar="FILE")
-    whatif.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    whatif.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="YAML files of Cohorts, ElasticQuotas and Nodes, as for kubectl apply -f",
+    )
+    whatif.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table: the runtimes before and after, and the pods; json: the same for programs",
+    )
     return parser
 
 
@@ -73,13 +128,35 @@ def _reasons(kubectl: Kubectl, state: ClusterState) -> dict[str, str]:
     return pending_reasons(events.get("items") or [])
 
 
-def _bar_width(output: str) -> int:
+def _bar_width(output: str, report: Mapping[str, Any]) -> int:
     if output == "wide":
         return BAR_WIDTH
     if not sys.stdout.isatty():
         return 0
     columns = shutil.get_terminal_size((80, 24)).columns
-    return BAR_WIDTH if columns >= TABLE_COLUMNS + BAR_WIDTH + BAR_COLUMNS else 0
+    return BAR_WIDTH if columns >= tree_width(report) + BAR_WIDTH + BAR_COLUMNS else 0
+
+
+def table_report(state: ClusterState, report: Mapping[str, Any]) -> dict[str, Any]:
+    """`tree_report`'s report as the table shows it: with what unmanaged pods hold (bound,
+    running pods quotree does not manage) and quantities in the units they were written in."""
+    held: dict[str, int] = {}
+    for pod in state.pods:
+        try:
+            facts = pod_facts(pod)
+        except (ConfigError, ValueError, TypeError, AttributeError):
+            continue  # not ours to judge: the table is about the tree
+        bound = facts.node_name and facts.phase not in ("Succeeded", "Failed")
+        if bound and not facts.gated and QUOTA_LABEL not in facts.labels:
+            add_amounts(held, facts.request)
+    units = Units()
+    for obj in (*state.nodes, *state.flavors, *state.cohorts, *state.quotas, *state.pods):
+        units.note_object(obj)
+    data = dict(report)
+    data["unmanaged"] = {
+        r: format_quantity(held[r], r) for r in report["capacity"] if held.get(r, 0) > 0
+    }
+    return units.restyle_report(data)
 
 
 def run(args: argparse.Namespace) -> str:
@@ -108,7 +185,8 @@ def run(args: argparse.Namespace) -> str:
             import json  # noqa: PLC0415
 
             return json.dumps(report, indent=2)
-        return render_tree(report, bar_width=_bar_width(args.output))
+        table = table_report(state, report)
+        return render_tree(table, bar_width=_bar_width(args.output, table))
     return why(state, args.namespace, args.pod, _reasons(kubectl, state))
 
 

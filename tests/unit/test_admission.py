@@ -581,4 +581,4 @@ def test_a_pod_admitted_after_preemption_keeps_the_non_preemptible_rule() -> Non
     # guarantee falls with its victims' demand; this test does not pin that down.)
     assert states(eng)["q3/p5"] == "admitted"
     assert states(eng)["q3/p6"] == "pending"
-    assert "non-preemptible used 9 + request 11 > min 19" in eng.pods["q3/p6"].reason
+    assert "non-preemptible used 9 + request 11 > min 21, scaled 19" in eng.pods["q3/p6"].reason
