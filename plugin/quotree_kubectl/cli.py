@@ -3,6 +3,7 @@
     kubectl quotree tree [-o table|wide|json]
     kubectl quotree why POD -n NAMESPACE
     kubectl quotree what-if FILE [FILE ...]
+    kubectl quotree simulate [FILE ...] [-R] [-o table|json]
 
 Global flags `--context` and `--kubeconfig` are passed on to kubectl. Errors are one line
 on stderr and exit code 1 (bad input, no cluster) or 2 (an internal error); never a
@@ -18,8 +19,14 @@ import sys
 from collections.abc import Sequence
 
 from quotree.report import BAR_COLUMNS, render_tree
-from quotree.simulate import SimulationError, load_documents
-from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError
+from quotree.simulate import (
+    SimulationError,
+    load_documents,
+    render_json,
+    render_table,
+    simulate_documents,
+)
+from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError, live_documents
 from quotree_kubectl.views import pending_reasons, render_what_if, tree_report, what_if, why
 
 __all__ = ["main"]
@@ -49,7 +56,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     whatif.add_argument("files", nargs="+", metavar="FILE")
     whatif.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    sim = commands.add_parser(
+        "simulate",
+        help="the live cluster, then FILEs, through `quotree simulate` (nothing written)",
+        description="Run the live Nodes, ResourceFlavors, Cohorts, ElasticQuotas and Pods, "
+        "then the objects of FILEs, through the simulator, as `quotree simulate` runs files.",
+    )
+    sim.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="more objects after the live ones: files, directories or - for standard input",
+    )
+    sim.add_argument(
+        "-R", "--recursive", action="store_true", help="read directories' sub-directories too"
+    )
+    sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
     return parser
+
+
+def _simulate(kubectl: Kubectl, args: argparse.Namespace) -> str:
+    """The live cluster, then FILEs, through the simulator (files read before the cluster)."""
+    extra = list(load_documents(args.files, recursive=args.recursive))
+    result = simulate_documents([*live_documents(ClusterState.read(kubectl)), *extra])
+    if args.output == "json":
+        return render_json(result)
+    return render_table(result)
 
 
 def _kubectl(args: argparse.Namespace) -> Kubectl:
@@ -84,6 +116,8 @@ def _bar_width(output: str) -> int:
 
 def run(args: argparse.Namespace) -> str:
     kubectl = _kubectl(args)
+    if args.command == "simulate":
+        return _simulate(kubectl, args)
     if args.command == "what-if":
         import json  # noqa: PLC0415
 
