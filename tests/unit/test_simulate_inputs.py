@@ -84,7 +84,7 @@ def test_dash_reads_standard_input(tmp_path: Path) -> None:
 
 
 def test_an_error_on_standard_input_names_it() -> None:
-    with pytest.raises(SimulationError, match="^standard input document 1: Pod a/p: spec"):
+    with pytest.raises(SimulationError, match=r"^standard input document 1: Pod a/p: spec"):
         simulate(["-"], stdin=io.BytesIO(POD.replace('"1"', "[1]").encode()))
 
 
