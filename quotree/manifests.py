@@ -11,6 +11,7 @@ items of a `List`), which every later error line starts with.
 from __future__ import annotations
 
 import codecs
+import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -85,6 +86,13 @@ def _read(path: str, stdin: BinaryIO | None) -> str:
 
 
 def _documents(text: str, where: str) -> list[Any]:
+    if text.lstrip().startswith("{"):
+        # A JSON file (kubectl's decoder looks at the first character too): read as JSON,
+        # which YAML is not quite (e.g. escaped characters beyond the BMP).
+        try:
+            return [json.loads(text)]
+        except (ValueError, RecursionError):
+            pass  # YAML in flow style, or not valid at all: YAML says which
     try:
         return list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
