@@ -9,15 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from quotree.report import legend
-from quotree.simulate import (
-    Simulation,
-    SimulationError,
-    load_documents,
-    render_json,
-    render_table,
-    simulate,
-    simulate_documents,
-)
+from quotree.simulate import SimulationError, render_json, render_table, simulate
 
 __all__ = ["main", "package_version"]
 
@@ -45,7 +37,13 @@ def _parser() -> argparse.ArgumentParser:
         epilog=legend(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sim.add_argument("files", nargs="*", metavar="FILE", help="multi-document YAML files")
+    sim.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="YAML or JSON files, directories (their .yaml, .yml and .json files, by name) "
+        "or - for standard input",
+    )
     sim.add_argument(
         "-o",
         "--output",
@@ -55,41 +53,16 @@ def _parser() -> argparse.ArgumentParser:
         "json: the stable report for programs",
     )
     sim.add_argument(
-        "--from-cluster",
-        action="store_true",
-        help="start from the live cluster's Nodes, Cohorts, ElasticQuotas and Pods (read with "
-        "kubectl, as `kubectl quotree what-if` does); FILEs come after them",
+        "-R", "--recursive", action="store_true", help="read directories' sub-directories too"
     )
     return parser
-
-
-def _from_cluster(files: Sequence[str]) -> Simulation:
-    """The live cluster (then FILEs) through the simulator: the kubectl plugin's input path.
-
-    The cluster is read by the plugin's shell (it runs kubectl); the engine stays pure.
-    """
-    from quotree_kubectl.cluster import (  # noqa: PLC0415 (a shell, only for this flag)
-        ClusterState,
-        Kubectl,
-        PluginError,
-        live_documents,
-    )
-
-    extra = list(load_documents(files))
-    try:
-        live = live_documents(ClusterState.read(Kubectl()))
-    except PluginError as exc:
-        raise SimulationError(str(exc)) from None
-    return simulate_documents([*live, *extra])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if not args.files and not args.from_cluster:
-        parser.error("simulate needs FILEs or --from-cluster")
     try:
-        result = _from_cluster(args.files) if args.from_cluster else simulate(args.files)
+        result = simulate(args.files, recursive=args.recursive)
         text = render_json(result) if args.output == "json" else render_table(result)
     except SimulationError as exc:
         print(f"quotree: error: {exc}", file=sys.stderr)

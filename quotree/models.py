@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from quotree.quantity import QuantityError, add_amounts, parse_quantity
+from quotree.spec_errors import one_line, validation_message
 
 __all__ = [
     "ADMISSION_GATE",
@@ -311,42 +312,6 @@ def _lists_with_flavors(spec: _NodeSpec) -> dict[str, dict[str, int]]:
     return out
 
 
-# pydantic names each member of the Quantity union it tried in the error's location.
-_QUANTITY_UNION_TAGS = frozenset({"str", "int", "float"})
-
-
-def _one_line(text: object) -> str:
-    """`text` with line breaks escaped: error messages are one line, whatever users send."""
-    return str(text).replace("\r", "\\r").replace("\n", "\\n")
-
-
-def _error_path(loc: tuple[int | str, ...]) -> str:
-    return _one_line(".".join(str(part) for part in loc))
-
-
-def _validation_message(exc: ValidationError) -> str:
-    """`spec.<field>: <problem>` for the first error of a spec, `(and N more)` after it."""
-    errors = exc.errors()
-    first = errors[0]
-    loc = tuple(first["loc"])
-    message = _one_line(str(first["msg"]).removeprefix("Value error, "))
-    if loc and loc[-1] in _QUANTITY_UNION_TAGS:
-        # A value that is none of the quantity types: one error, not one per type tried.
-        loc = loc[:-1]
-        message = 'must be a quantity (a string such as "500m" or a number)'
-    count = len(
-        {
-            tuple(e["loc"])[:-1]
-            if e["loc"] and e["loc"][-1] in _QUANTITY_UNION_TAGS
-            else tuple(e["loc"])
-            for e in errors
-        }
-    )
-    where = _error_path(("spec", *loc))
-    more = f" (and {count - 1} more)" if count > 1 else ""
-    return f"{where}: {message}{more}"
-
-
 def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
     """Parse a Cohort or ElasticQuota object (as `kubectl apply` sends it).
 
@@ -355,7 +320,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
     kind = obj.get("kind")
     metadata = obj.get("metadata") or {}
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    label = _one_line(f"{kind} {name}" if name else f"{kind or 'object'} (no name)")
+    label = one_line(f"{kind} {name}" if name else f"{kind or 'object'} (no name)")
     if kind not in ("Cohort", "ElasticQuota"):
         raise ConfigError(f"{label}: kind must be Cohort or ElasticQuota")
     if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
@@ -370,7 +335,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
     try:
         spec = model.model_validate(dict(spec_obj))
     except ValidationError as exc:
-        raise ConfigError(f"{label}: {_validation_message(exc)}") from None
+        raise ConfigError(f"{label}: {validation_message(exc)}") from None
     quota = spec if isinstance(spec, ElasticQuotaSpec) else None
     lists = _lists_with_flavors(spec)
     annotations = metadata.get("annotations") or {}
@@ -416,7 +381,7 @@ def parse_flavor(obj: Mapping[str, Any]) -> FlavorConfig:
     """Parse a ResourceFlavor object; ConfigError with one line naming it and the field."""
     metadata = obj.get("metadata") or {}
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    label = _one_line(f"ResourceFlavor {name}" if name else "ResourceFlavor (no name)")
+    label = one_line(f"ResourceFlavor {name}" if name else "ResourceFlavor (no name)")
     if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
         raise ConfigError(f"{label}: metadata.name must be a valid object name")
     spec_obj = obj.get("spec") or {}
@@ -425,7 +390,7 @@ def parse_flavor(obj: Mapping[str, Any]) -> FlavorConfig:
     try:
         spec = ResourceFlavorSpec.model_validate(dict(spec_obj))
     except ValidationError as exc:
-        raise ConfigError(f"{label}: {_validation_message(exc)}") from None
+        raise ConfigError(f"{label}: {validation_message(exc)}") from None
     per_gpu = spec.gpuMemoryPerGPU
     return FlavorConfig(
         name=name,

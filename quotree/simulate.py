@@ -1,5 +1,12 @@
 """`quotree simulate`: the operator's engine on YAML files, with no cluster.
 
+The input is read as `kubectl apply -f` reads it (`quotree.manifests`) and each
+document's shape is checked before anything reads it (`quotree.schemas`): bad
+input is one line that names the file, the document, the object and the field.
+Namespaces are noted and skipped; PriorityClasses give pods their priority
+(`quotree.priority_classes`); Deployments, ReplicaSets, StatefulSets and Jobs
+become the pods their controllers would create (`quotree.workloads`).
+
 Quotas, cohorts and nodes are loaded first, through the same configuration
 rules the validating webhook applies and the same capacity rule the operator
 uses (`capacity.node_allocatable`). Pods then arrive one at a time in
@@ -15,15 +22,15 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, BinaryIO
 
 from quotree.capacity import node_allocatable
 from quotree.engine import Decisions, Engine, PodRecord, PodState
+from quotree.manifests import InputError as SimulationError
+from quotree.manifests import load_documents
 from quotree.models import (
     DEFAULT_TREE,
     GROUP,
@@ -35,10 +42,19 @@ from quotree.models import (
     pod_facts,
 )
 from quotree.options import EngineOptions
+from quotree.priority_classes import PriorityClasses, PriorityError
 from quotree.quantity import add_amounts, format_quantity
 from quotree.report import render_tree
 from quotree.rules import check_apply_forest, missing_flavor
+from quotree.schemas import KINDS, check_document, describe
 from quotree.units import Units
+from quotree.workloads import (
+    JobPods,
+    deployment_pods,
+    job_pods,
+    replicaset_pods,
+    statefulset_pods,
+)
 
 __all__ = [
     "SimulatedEngine",
@@ -53,13 +69,24 @@ __all__ = [
 
 API_VERSION = f"{GROUP}/{VERSION}"
 
+#: The apiVersion each kind must have where another group uses the same kind name
+#: (a Volcano Job is not a batch/v1 Job); Pods, Nodes and Namespaces may leave it out.
+API_VERSIONS = {
+    "Cohort": API_VERSION,
+    "ElasticQuota": API_VERSION,
+    "ResourceFlavor": API_VERSION,
+    "PriorityClass": "scheduling.k8s.io/v1",
+    "Deployment": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "Job": "batch/v1",
+}
 
-# libyaml's loader when PyYAML has it: ten times faster on a 100k-pod burst.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class SimulationError(Exception):
-    """Bad input: one line that names the object and the problem."""
+_WORKLOADS = {
+    "Deployment": deployment_pods,
+    "ReplicaSet": replicaset_pods,
+    "StatefulSet": statefulset_pods,
+}
 
 
 @dataclass(slots=True)
@@ -70,42 +97,29 @@ class Simulation:
     configs: list[NodeConfig]
     warnings: list[str] = field(default_factory=list)
     units: Units = field(default_factory=Units)  # the families quantities were written in
+    #: The Namespace objects given (noted: a pod's namespace need not be among them).
+    namespaces: list[str] = field(default_factory=list)
+    #: The Jobs given, with the pods each runs at once.
+    jobs: list[JobPods] = field(default_factory=list)
 
 
-def load_documents(paths: Iterable[str | Path]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every YAML document of the files, in order, with where it came from (List kinds opened)."""
-    for path in paths:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SimulationError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        try:
-            documents = list(yaml.load_all(text, Loader=_LOADER))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or "invalid YAML"
-            raise SimulationError(f"{path}{where}: {problem}") from None
-        for index, doc in enumerate(documents, start=1):
-            if doc is None:
-                continue
-            origin = f"{path} document {index}"
-            if not isinstance(doc, Mapping):
-                raise SimulationError(f"{origin}: expected a Kubernetes object, got {doc!r:.40}")
-            if doc.get("kind") == "List":
-                for item in doc.get("items") or ():
-                    if not isinstance(item, Mapping):
-                        raise SimulationError(f"{origin}: List item is not an object")
-                    yield origin, item
-            else:
-                yield origin, doc
-
-
-def _name(doc: Mapping[str, Any]) -> str:
-    metadata = doc.get("metadata") or {}
-    name = metadata.get("name", "(no name)") if isinstance(metadata, Mapping) else "(no name)"
-    namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
-    return f"{doc.get('kind')} {namespace + '/' if namespace else ''}{name}"
+def _checked(origin: str, doc: Mapping[str, Any]) -> str:
+    """The document's kind, once its shape is right; else SimulationError, one line."""
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise SimulationError(
+            f"{origin}: unknown kind {kind!r:.40} (want {', '.join(KINDS)} or List)"
+        )
+    want = API_VERSIONS.get(kind)
+    if want is not None and doc.get("apiVersion") != want:
+        raise SimulationError(
+            f"{origin}: {describe(doc)}: apiVersion must be {want}, "
+            f"not {doc.get('apiVersion')!r:.40}"
+        )
+    problems = check_document(doc)
+    if problems:
+        raise SimulationError(f"{origin}: {describe(doc)}: {'; '.join(problems)}")
+    return kind
 
 
 class SimulatedEngine(Engine):
@@ -136,85 +150,106 @@ class SimulatedEngine(Engine):
         return itertools.chain(self.pods.values(), self.finished.values())
 
 
-def simulate(paths: Iterable[str | Path]) -> Simulation:
-    """Run the input through the engine; raises SimulationError on bad input."""
-    return simulate_documents(load_documents(paths))
+def simulate(
+    paths: Iterable[str | Path], *, recursive: bool = False, stdin: BinaryIO | None = None
+) -> Simulation:
+    """Run the input (files, directories, `-`) through the engine; SimulationError on bad input."""
+    return simulate_documents(load_documents(paths, recursive=recursive, stdin=stdin))
+
+
+def _configure(
+    engine: SimulatedEngine, origin: str, kind: str, doc: Mapping[str, Any], warnings: list[str]
+) -> None:
+    """A Cohort, ElasticQuota, ResourceFlavor or Node into the engine."""
+    try:
+        if kind == "ResourceFlavor":
+            engine.set_flavor(parse_flavor(doc))
+            return
+        if kind == "Node":
+            metadata = doc.get("metadata") or {}
+            counted = node_allocatable(doc)
+            warnings.extend(counted.warnings)
+            name = str(metadata.get("name") or origin)
+            engine.set_cluster_node(name, counted.allocatable, metadata.get("labels") or {})
+            return
+        config = parse_node(doc)
+    except ConfigError as exc:
+        raise SimulationError(f"{origin}: {exc}") from None
+    verdict = check_apply_forest(engine.tree_configs(), config)
+    if not verdict.allowed:
+        raise SimulationError(f"{origin}: {verdict.message}")
+    # Its warnings (a parent not there yet) are reported for the end state, once.
+    engine.set_config(config)
 
 
 def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Simulation:
     """`simulate` on documents already read, each with where it came from (e.g. a cluster)."""
     engine = SimulatedEngine()
+    sim = Simulation(engine, [])
     pods: list[tuple[str, Mapping[str, Any]]] = []
-    warnings: list[str] = []
-    units = Units()
-    for origin, doc in units.noting(documents):
-        kind = doc.get("kind")
-        if kind in ("Cohort", "ElasticQuota"):
-            if doc.get("apiVersion") != API_VERSION:
-                raise SimulationError(
-                    f"{_name(doc)}: apiVersion must be {API_VERSION}, not {doc.get('apiVersion')!r}"
-                )
-            try:
-                config = parse_node(doc)
-            except ConfigError as exc:
-                raise SimulationError(str(exc)) from None
-            verdict = check_apply_forest(engine.tree_configs(), config)
-            if not verdict.allowed:
-                raise SimulationError(verdict.message)
-            # Its warnings (a parent not there yet) are reported for the end state below.
-            engine.set_config(config)
-        elif kind == "ResourceFlavor":
-            if doc.get("apiVersion") != API_VERSION:
-                raise SimulationError(
-                    f"{_name(doc)}: apiVersion must be {API_VERSION}, not {doc.get('apiVersion')!r}"
-                )
-            try:
-                engine.set_flavor(parse_flavor(doc))
-            except ConfigError as exc:
-                raise SimulationError(str(exc)) from None
-        elif kind == "Node":
-            metadata = doc.get("metadata") or {}
-            name = metadata.get("name") or origin
-            counted = node_allocatable(doc)
-            warnings.extend(counted.warnings)
-            engine.set_cluster_node(str(name), counted.allocatable, metadata.get("labels") or {})
-        elif kind == "Pod":
-            pods.append((origin, doc))
-        else:
-            raise SimulationError(
-                f"{origin}: unknown kind {kind!r} "
-                "(want Cohort, ElasticQuota, ResourceFlavor, Node or Pod)"
-            )
+    classes = PriorityClasses()
+    for origin, doc in sim.units.noting(documents):
+        kind = _checked(origin, doc)
+        try:
+            if kind == "Pod":
+                pods.append((origin, doc))
+            elif kind in _WORKLOADS:
+                pods.extend((origin, pod) for pod in _WORKLOADS[kind](doc))
+            elif kind == "Job":
+                job = job_pods(doc)
+                sim.jobs.append(job)
+                pods.extend((origin, pod) for pod in job.pods)
+            elif kind == "PriorityClass":
+                classes.add(doc)
+            elif kind == "Namespace":
+                sim.namespaces.append(str((doc.get("metadata") or {}).get("name")))
+            else:
+                _configure(engine, origin, kind, doc, sim.warnings)
+        except PriorityError as exc:
+            raise SimulationError(f"{origin}: {exc}") from None
     for config in engine.all_configs().values():
         missing = missing_flavor(config, engine.flavors)
         if missing is not None:
-            warnings.append(missing.message)
+            sim.warnings.append(missing.message)
     for _, problem in sorted(engine.problems().items()):
         if problem.reason == "ParentNotFound":
-            warnings.append(problem.message)
+            sim.warnings.append(problem.message)
         elif problem.own:
             raise SimulationError(f"{problem.message} (rule broken: {problem.reason})")
+    _arrive(engine, pods, classes)
+    engine.refresh_reasons()
+    sim.configs = list(engine.all_configs().values())
+    return sim
+
+
+def _arrive(
+    engine: SimulatedEngine, pods: list[tuple[str, Mapping[str, Any]]], classes: PriorityClasses
+) -> None:
+    """The pods, one at a time in order, each followed by the engine's decisions."""
     seen: set[str] = set()
     for index, (origin, doc) in enumerate(pods):
         try:
             facts = pod_facts(doc, default_created=float(index))
-        except ConfigError as exc:
-            raise SimulationError(str(exc)) from None
+            priority = classes.resolve(doc, facts.key)
+        except (ConfigError, PriorityError) as exc:
+            raise SimulationError(f"{origin}: {exc}") from None
+        if priority is not None:
+            facts.priority = priority
         if facts.key in seen:
-            raise SimulationError(f"Pod {facts.key}: defined twice ({origin})")
+            raise SimulationError(f"{origin}: Pod {facts.key}: defined twice")
         seen.add(facts.key)
         if facts.terminal:
             continue
         running = facts.node_name is not None or facts.phase == "Running"
         resolution = engine.resolve(facts.namespace, facts.labels)
         if resolution.error is not None:
-            raise SimulationError(f"Pod {facts.key}: rejected: {resolution.error}")
+            raise SimulationError(f"{origin}: Pod {facts.key}: rejected: {resolution.error}")
         if (
             resolution.quota is not None
             and engine.tree_of(resolution.quota).config(resolution.quota) is None
         ):
             raise SimulationError(
-                f"Pod {facts.key}: default quota {resolution.quota} is not defined"
+                f"{origin}: Pod {facts.key}: default quota {resolution.quota} is not defined"
             )
         facts.gated = resolution.quota is not None and not running
         if resolution.quota is None and not facts.node_name:
@@ -222,8 +257,6 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
             facts.node_name = "(scheduled)"
         engine.observe_pod(facts)
         engine.decide(now=float(index))
-    engine.refresh_reasons()
-    return Simulation(engine, list(engine.all_configs().values()), warnings, units)
 
 
 def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:

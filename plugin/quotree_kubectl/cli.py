@@ -3,6 +3,7 @@
     kubectl quotree tree [-o table|wide|json]
     kubectl quotree why POD -n NAMESPACE
     kubectl quotree what-if FILE [FILE ...]
+    kubectl quotree simulate [FILE ...] [-R] [-o table|json]
 
 Global flags `--context` and `--kubeconfig` are passed on to kubectl. Errors are one line
 on stderr and exit code 1 (bad input, no cluster) or 2 (an internal error); never a
@@ -23,9 +24,15 @@ from quotree.cli import package_version
 from quotree.models import QUOTA_LABEL, ConfigError, pod_facts
 from quotree.quantity import add_amounts, format_quantity
 from quotree.report import BAR_COLUMNS, legend, render_tree, tree_width
-from quotree.simulate import SimulationError, load_documents
+from quotree.simulate import (
+    SimulationError,
+    load_documents,
+    render_json,
+    render_table,
+    simulate_documents,
+)
 from quotree.units import Units
-from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError
+from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError, live_documents
 from quotree_kubectl.views import pending_reasons, render_what_if, tree_report, what_if, why
 
 __all__ = ["main", "table_report"]
@@ -104,7 +111,38 @@ def _parser() -> argparse.ArgumentParser:
         default="table",
         help="table: the runtimes before and after, and the pods; json: the same for programs",
     )
+    sim = commands.add_parser(
+        "simulate",
+        help="the live cluster, then FILEs, through `quotree simulate` (nothing written)",
+        description="Run the live Nodes, ResourceFlavors, Cohorts, ElasticQuotas and Pods, "
+        "then the objects of FILEs, through the simulator, as `quotree simulate` runs files.",
+    )
+    sim.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="more objects after the live ones: files, directories or - for standard input",
+    )
+    sim.add_argument(
+        "-R", "--recursive", action="store_true", help="read directories' sub-directories too"
+    )
+    sim.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table: the tree for a person to read (the default); json: the stable report",
+    )
     return parser
+
+
+def _simulate(kubectl: Kubectl, args: argparse.Namespace) -> str:
+    """The live cluster, then FILEs, through the simulator (files read before the cluster)."""
+    extra = list(load_documents(args.files, recursive=args.recursive))
+    result = simulate_documents([*live_documents(ClusterState.read(kubectl)), *extra])
+    if args.output == "json":
+        return render_json(result)
+    return render_table(result)
 
 
 def _kubectl(args: argparse.Namespace) -> Kubectl:
@@ -161,6 +199,8 @@ def table_report(state: ClusterState, report: Mapping[str, Any]) -> dict[str, An
 
 def run(args: argparse.Namespace) -> str:
     kubectl = _kubectl(args)
+    if args.command == "simulate":
+        return _simulate(kubectl, args)
     if args.command == "what-if":
         import json  # noqa: PLC0415
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -236,3 +237,27 @@ def test_waiting_pods_come_after_the_running_ones() -> None:
     result = what_if(state, [])
     assert result.before["pods"]["ns-a/a-1"]["state"] == "admitted"
     assert result.before["pods"]["ns-a/a-0"]["state"] == "pending"
+
+
+def test_simulate_runs_the_live_cluster_then_the_files(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = live_cluster()
+    items = [*state.nodes, *state.cohorts, *state.quotas, *state.pods]
+    answer = tmp_path / "cluster.json"
+    answer.write_text(json.dumps({"kind": "List", "items": items}))
+    fake = tmp_path / "kubectl"
+    fake.write_text(f"#!/bin/sh\ncat {answer}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("QUOTREE_KUBECTL", str(fake))
+    extra = tmp_path / "more.yaml"
+    extra.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a-9, namespace: ns-a}\n"
+        "spec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}\n"
+    )
+    assert main(["simulate", str(extra), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["nodes"]["team-a"]["min"] == {"cpu": "4"}
+    assert list(report["pods"])[-1] == "ns-a/a-9"  # after the live pods
+    assert main(["simulate", str(tmp_path / "missing.yaml")]) == 1
+    assert capsys.readouterr().err.startswith("kubectl quotree: error: ")

@@ -59,7 +59,7 @@ def test_capacity_scheduling_yaml_is_accepted() -> None:
         ({"min": {"cpu": "-1"}}, "ElasticQuota team-a: spec.min: cpu: '-1' is negative"),
         ({"max": {"memory": "lots"}}, "ElasticQuota team-a: spec.max: memory: 'lots' is not a"),
         ({"min": {"cpu": "1e30"}}, "out of range"),
-        ({"mni": {"cpu": "1"}}, "ElasticQuota team-a: spec.mni: Extra inputs are not permitted"),
+        ({"mni": {"cpu": "1"}}, "ElasticQuota team-a: spec.mni: unknown field"),
         ({"min": "10"}, "ElasticQuota team-a: spec.min:"),
         ({"preemption": {"withinQuota": "Sometimes"}}, "spec.preemption.withinQuota"),
         ({"parent": "Not_A_Name"}, "is not a valid object name"),

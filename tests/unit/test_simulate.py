@@ -113,7 +113,8 @@ def test_table_output_reads_as_a_tree(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("kind: Deployment\nmetadata: {name: d}\n", "unknown kind 'Deployment'"),
+        ("kind: DaemonSet\nmetadata: {name: d}\n", "document 1: unknown kind 'DaemonSet'"),
+        ("kind: Deployment\nmetadata: {name: d}\n", "Deployment d: apiVersion must be apps/v1"),
         (
             HEADER.replace('min: {cpu: "4"}', 'min: {cpu: "four"}'),
             "ElasticQuota a: spec.min: cpu: 'four' is not a quantity",
@@ -130,7 +131,10 @@ def test_table_output_reads_as_a_tree(tmp_path: Path) -> None:
             "over r's min of 1",
         ),
         (HEADER + pod("p", "1", ", labels: {quotree.io/quota-name: zz}"), "Pod a/p: rejected"),
-        (HEADER + pod("p", "lots"), "Pod a/p: container c resources cpu"),
+        (
+            HEADER + pod("p", "lots"),
+            "document 3: Pod a/p: spec.containers[0].resources.requests.cpu: 'lots' is not a",
+        ),
         ("a: [unclosed\n", "line"),
         (HEADER.replace("quotree.io/v1alpha1", "scheduling.x-k8s.io/v1alpha1"), "apiVersion"),
         (HEADER + pod("p", "1") + pod("p", "1"), "Pod a/p: defined twice"),

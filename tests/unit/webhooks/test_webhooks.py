@@ -89,8 +89,8 @@ def test_api_md_example_message(tree: Engine) -> None:
             quota("q", "q", max={"memory": "-1Gi"}),
             "ElasticQuota q: spec.max: memory: '-1Gi' is negative",
         ),
-        (quota("q", "q", minimum={"cpu": "1"}), "ElasticQuota q: spec.minimum: Extra inputs"),
-        (cohort("c", min="lots"), "Cohort c: spec.min: Input should be a valid dictionary"),
+        (quota("q", "q", minimum={"cpu": "1"}), "ElasticQuota q: spec.minimum: unknown field"),
+        (cohort("c", min="lots"), "Cohort c: spec.min: must be an object, not 'lots'"),
         (
             quota("q", "q", min={"cpu": "2"}, max={"cpu": "1"}),
             "ElasticQuota q: min cpu 2 is above max 1",
