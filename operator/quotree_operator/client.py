@@ -249,10 +249,6 @@ class Kube:
             item.setdefault("kind", kind)
         return data
 
-    def pod_events(self, version: str) -> AsyncGenerator[dict[str, Any], None]:
-        """One watch of every Pod from `version` (`watch_events`)."""
-        return self.watch_events("pods", version)
-
     async def watch_events(self, what: str, version: str) -> AsyncGenerator[dict[str, Any], None]:
         """One watch of every Pod, Cohort or ElasticQuota (`what` as for `list_pages`) from
         `version`: each event as the API sends it, parsed.
