@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 import yaml
+
+from quotree.report import render_tree, usage_bar
+from quotree.simulate import render_table, simulate, to_json
 from quotree_kubectl.cli import main
 from quotree_kubectl.cluster import PluginError, live_documents
 from quotree_kubectl.views import (
@@ -15,9 +18,6 @@ from quotree_kubectl.views import (
     what_if,
     why,
 )
-
-from quotree.report import render_tree, usage_bar
-from quotree.simulate import render_table, simulate, to_json
 from tests.unit.live_objects import live_cluster, node
 
 
