@@ -20,7 +20,9 @@ from collections.abc import Sequence
 from quotree.report import BAR_COLUMNS, render_tree
 from quotree.simulate import SimulationError, load_documents
 from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError
-from quotree_kubectl.views import pending_reasons, render_what_if, tree_report, what_if, why
+from quotree_kubectl.tree_view import pending_reasons, tree_report
+from quotree_kubectl.what_if import render_what_if, what_if
+from quotree_kubectl.why import why
 
 __all__ = ["main"]
 
