@@ -15,8 +15,9 @@ Writes into PKI_DIR (default ~/.cache/quotree/run/pki):
 and kubeconfigs (certificates embedded) next to it: RUN_DIR/kubeconfig (admin) and
 RUN_DIR/{controller-manager,scheduler,kwok}.kubeconfig.
 
-Existing, still valid files are kept, so the CA (and every caBundle made from it)
-survives restarts. `--force` makes everything anew.
+Existing files are kept while more than a third of their validity (one year) is left, so
+the CA (and every caBundle made from it) survives restarts. `--force` makes everything
+anew. The certificates are built by quotree_webhooks/tls.py, as the webhooks' own are.
 
     python hack/pki.py --pki-dir DIR --run-dir DIR --server https://127.0.0.1:26443 [--force]
 """
@@ -26,22 +27,32 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
-import ipaddress
 import os
 import sys
 from pathlib import Path
 
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-VALIDITY = dt.timedelta(days=365)
-RENEW_BEFORE = dt.timedelta(days=7)
+# The certificates are built by the webhooks' TLS module (one builder for both); the
+# source root goes first so any Python with `cryptography` and PyYAML runs this script.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "webhooks"))
+from quotree_webhooks.tls import (
+    PrivateKey,
+    build_ca,
+    build_cert,
+    cert_pem,
+    key_pem,
+    load_pair,
+    needs_renewal,
+    write_file,
+)
+
+VALIDITY_DAYS = 365
 LOCAL_IPS = ["127.0.0.1"]
 
-# name -> (common name, organizations, server SANs (DNS, IP) or None for a client cert)
 SERVING_DNS_APISERVER = [
     "localhost",
     "kubernetes",
@@ -53,6 +64,7 @@ SERVING_DNS_APISERVER = [
 # it only appears in the certificate, nothing is ever sent there.
 SERVING_IP_APISERVER = [*LOCAL_IPS, "10.0.0.1"]
 
+# name -> (common name, organizations) of each client certificate
 CLIENTS: dict[str, tuple[str, list[str]]] = {
     "admin": ("quotree-admin", ["system:masters"]),
     "controller-manager": ("system:kube-controller-manager", []),
@@ -69,6 +81,8 @@ KUBECONFIGS = {
     "kwok": "kwok.kubeconfig",
 }
 
+CA = tuple[x509.Certificate, PrivateKey]
+
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
@@ -78,134 +92,50 @@ def _new_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-def _write_key(path: Path, key: rsa.RSAPrivateKey) -> None:
-    data = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    )
-    path.write_bytes(data)
-    path.chmod(0o600)
+def _valid(pki: Path, name: str) -> bool:
+    pair = load_pair(pki / f"{name}.crt", pki / f"{name}.key")
+    return pair is not None and not needs_renewal(pair[0], _now())
 
 
-def _write_cert(path: Path, cert: x509.Certificate) -> None:
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-
-def _load_key(path: Path) -> rsa.RSAPrivateKey:
-    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    assert isinstance(key, rsa.RSAPrivateKey)
-    return key
-
-
-def _valid(cert_path: Path, key_path: Path) -> bool:
-    if not (cert_path.exists() and key_path.exists()):
-        return False
-    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
-    return cert.not_valid_after_utc - _now() > RENEW_BEFORE
-
-
-def _name(cn: str, orgs: list[str] | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs or []]
-    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
-    return x509.Name(attrs)
-
-
-def make_ca(pki: Path) -> tuple[x509.Certificate, rsa.RSAPrivateKey]:
+def make_ca(pki: Path) -> CA:
     key = _new_key()
-    name = _name("quotree-local-ca")
-    now = _now()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    _write_key(pki / "ca.key", key)
-    _write_cert(pki / "ca.crt", cert)
+    cert = build_ca("quotree-local-ca", key, _now(), VALIDITY_DAYS)
+    write_file(pki / "ca.key", key_pem(key), secret=True)
+    write_file(pki / "ca.crt", cert_pem(cert))
     return cert, key
 
 
 def make_leaf(
     pki: Path,
     name: str,
-    ca: tuple[x509.Certificate, rsa.RSAPrivateKey],
+    ca: CA,
     *,
     cn: str,
     orgs: list[str] | None = None,
-    dns: list[str] | None = None,
-    ips: list[str] | None = None,
+    hosts: list[str] | None = None,
 ) -> None:
-    ca_cert, ca_key = ca
+    """A client certificate, or with `hosts` (DNS names and IPs) a serving one."""
     key = _new_key()
-    now = _now()
-    server = dns is not None or ips is not None
-    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(cn, orgs))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
+    cert = build_cert(
+        *ca,
+        key,
+        common_name=cn,
+        now=_now(),
+        days=VALIDITY_DAYS,
+        organizations=orgs or (),
+        hosts=hosts or (),
     )
-    if server:
-        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns or []]
-        sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips or []]
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    _write_key(pki / f"{name}.key", key)
-    _write_cert(pki / f"{name}.crt", cert)
+    write_file(pki / f"{name}.key", key_pem(key), secret=True)
+    write_file(pki / f"{name}.crt", cert_pem(cert))
 
 
 def make_sa_keypair(pki: Path) -> None:
     key = _new_key()
-    _write_key(pki / "sa.key", key)
+    write_file(pki / "sa.key", key_pem(key), secret=True)
     pub = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    (pki / "sa.pub").write_bytes(pub)
+    write_file(pki / "sa.pub", pub)
 
 
 def write_kubeconfig(path: Path, pki: Path, client: str, server: str) -> None:
@@ -250,31 +180,24 @@ def ensure(pki: Path, run: Path, server: str, force: bool) -> list[str]:
     """Create whatever is missing or about to expire; return the names made."""
     pki.mkdir(parents=True, exist_ok=True)
     made: list[str] = []
-    if force or not _valid(pki / "ca.crt", pki / "ca.key"):
+    ca: CA
+    loaded = load_pair(pki / "ca.crt", pki / "ca.key")
+    if force or loaded is None or needs_renewal(loaded[0], _now()):
         ca = make_ca(pki)
         made.append("ca")
         force = True  # everything signed by an old CA is useless now
     else:
-        ca = (
-            x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes()),
-            _load_key(pki / "ca.key"),
-        )
+        ca = loaded
 
-    if force or not _valid(pki / "apiserver.crt", pki / "apiserver.key"):
-        make_leaf(
-            pki,
-            "apiserver",
-            ca,
-            cn="kube-apiserver",
-            dns=SERVING_DNS_APISERVER,
-            ips=SERVING_IP_APISERVER,
-        )
+    if force or not _valid(pki, "apiserver"):
+        hosts = [*SERVING_DNS_APISERVER, *SERVING_IP_APISERVER]
+        make_leaf(pki, "apiserver", ca, cn="kube-apiserver", hosts=hosts)
         made.append("apiserver")
-    if force or not _valid(pki / "webhook.crt", pki / "webhook.key"):
-        make_leaf(pki, "webhook", ca, cn="quotree-webhook", dns=["localhost"], ips=LOCAL_IPS)
+    if force or not _valid(pki, "webhook"):
+        make_leaf(pki, "webhook", ca, cn="quotree-webhook", hosts=["localhost", *LOCAL_IPS])
         made.append("webhook")
     for name, (cn, orgs) in CLIENTS.items():
-        if force or not _valid(pki / f"{name}.crt", pki / f"{name}.key"):
+        if force or not _valid(pki, name):
             make_leaf(pki, name, ca, cn=cn, orgs=orgs)
             made.append(name)
     if force or not ((pki / "sa.key").exists() and (pki / "sa.pub").exists()):

@@ -68,7 +68,6 @@ class Coverage:
         self.default_quota = default_quota
         # tree -> namespace -> quota names; the default tree always, others once they hold a quota
         self._trees: dict[str, dict[str, set[str]]] = {DEFAULT_TREE: {}}
-        self._covering = self._trees[DEFAULT_TREE]
         self._home: dict[str, str | None] = {}  # quota -> its own namespace
         self._tree_of: dict[str, str] = {}  # quota -> its tree
         #: Counts changes: the webhook process's copy is resent when it moves (docs/webhooks.md).

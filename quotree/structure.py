@@ -126,10 +126,6 @@ class Structure(Mapping[str, NodeConfig]):
         """Every object called `name` (more than one only when rule 6 was bypassed)."""
         return list(self._objects.get(name, {}).values())
 
-    def duplicates(self) -> dict[str, list[NodeConfig]]:
-        """The names more than one object holds."""
-        return {n: list(o.values()) for n, o in self._objects.items() if len(o) > 1}
-
     def parent(self, name: str) -> str | None:
         """The parent `name` points at (ROOT for a top-level node; None when unknown)."""
         for parent in self.graph.pred.get(name, ()):

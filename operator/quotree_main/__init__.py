@@ -25,13 +25,16 @@ from aiohttp import web
 
 from quotree.models import GROUP, VERSION
 from quotree_main import startup
-from quotree_operator.client import Kube, KubeError
+from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
+from quotree_operator.kube_errors import KubeError
 from quotree_operator.leader import LeaderLease
+from quotree_operator.lease_api import LeaseCalls
 from quotree_operator.metrics import METRICS
 from quotree_operator.page import start as start_metrics
 from quotree_operator.page import tree_json
+from quotree_operator.webhook_api import WebhookCalls
 from quotree_webhooks import server as webhook_server
 from quotree_webhooks.settings import WebhookSettings, WebhookState
 
@@ -130,7 +133,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     if config.webhooks:
         webhooks = WebhookState(controller.engine, webhook_settings(config))
         webhooks.on_answer = METRICS.webhook
-        webhook_server.configure(settings, webhooks, kube)
+        webhook_server.configure(settings, webhooks, WebhookCalls(kube))
     process = Process(config, kube, controller, webhooks)
     memo.quotree = process
     METRICS.watch(controller.engine)
@@ -145,7 +148,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         ),
     )
 
-    lease = LeaderLease(kube, config.namespace, config.identity, controller.set_leading)
+    lease = LeaderLease(LeaseCalls(kube), config.namespace, config.identity, controller.set_leading)
     process.tasks.extend(
         asyncio.create_task(coro, name=name)
         for name, coro in (

@@ -9,7 +9,7 @@ with no traceback. Until start-up succeeds, Kopf does not open its health endpoi
 
 from __future__ import annotations
 
-from quotree_operator.client import CredentialsError, KubeError
+from quotree_operator.kube_errors import CredentialsError, KubeError
 
 __all__ = ["RETRY_DELAY", "explain"]
 

@@ -26,9 +26,10 @@ from collections.abc import Awaitable, Callable
 
 from quotree.engine import Decisions, Eviction, PodState
 from quotree.models import ADMISSION_GATE
-from quotree_operator.client import Kube, KubeError, write_event_retrying
+from quotree_operator.client import Kube
 from quotree_operator.event_budget import AdmittedEvents
 from quotree_operator.inputs import Inputs
+from quotree_operator.kube_errors import KubeError, write_event_retrying
 from quotree_operator.metrics import METRICS
 
 __all__ = ["EVENT_RETRY_FOR", "READ_BACKOFF", "RETRIES", "RETRY_DELAY", "Actuator"]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from quotree_operator.client import KubeError
+from quotree_operator.kube_errors import KubeError
 
 __all__ = ["LEASE_NAME", "LeaderLease", "LeaseApi", "next_lease"]
 
@@ -29,7 +29,7 @@ LEASE_NAME = "quotree-operator"
 
 
 class LeaseApi(Protocol):
-    """The two calls the lease needs (client.Kube has them; tests use a fake)."""
+    """The two calls the lease needs (lease_api.LeaseCalls makes them; tests use a fake)."""
 
     async def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 

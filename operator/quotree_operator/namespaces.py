@@ -20,7 +20,8 @@ from typing import Any
 
 from quotree.engine import Engine
 from quotree.models import MANAGED_LABEL
-from quotree_operator.client import Kube, KubeError
+from quotree_operator.client import Kube
+from quotree_operator.kube_errors import KubeError
 
 __all__ = ["NamespaceLabels", "managed"]
 

@@ -16,7 +16,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from quotree_operator.client import Kube, KubeError
+from quotree_operator.client import Kube
+from quotree_operator.kube_errors import KubeError
 
 __all__ = ["WATCH_BACKOFF", "PodWatch"]
 

@@ -22,8 +22,9 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from quotree_operator.client import Kube, KubeError, write_event_retrying
+from quotree_operator.client import Kube
 from quotree_operator.inputs import Inputs, QuotaObject
+from quotree_operator.kube_errors import KubeError, write_event_retrying
 from quotree_operator.metrics import METRICS
 from quotree_operator.status import Desired, StatusMemory, desired
 

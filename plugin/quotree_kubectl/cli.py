@@ -33,7 +33,9 @@ from quotree.simulate import (
 )
 from quotree.units import Units
 from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError, live_documents
-from quotree_kubectl.views import pending_reasons, render_what_if, tree_report, what_if, why
+from quotree_kubectl.tree_view import pending_reasons, tree_report
+from quotree_kubectl.what_if import render_what_if, what_if
+from quotree_kubectl.why import why
 
 __all__ = ["main", "table_report"]
 

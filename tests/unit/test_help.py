@@ -8,10 +8,10 @@ import importlib.metadata
 from collections.abc import Callable, Iterator
 
 import pytest
-from quotree_kubectl import cli as plugin_cli
 
 from quotree import cli
 from quotree.report import COLUMNS, render_tree
+from quotree_kubectl import cli as plugin_cli
 from tests.unit.live_objects import live_cluster, pod
 
 COMMANDS: list[tuple[str, Callable[[], argparse.ArgumentParser]]] = [

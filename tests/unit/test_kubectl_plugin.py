@@ -7,18 +7,14 @@ from typing import Any
 
 import pytest
 import yaml
-from quotree_kubectl.cli import main
-from quotree_kubectl.cluster import PluginError, live_documents
-from quotree_kubectl.views import (
-    pending_reasons,
-    render_what_if,
-    tree_report,
-    what_if,
-    why,
-)
 
 from quotree.report import render_tree, usage_bar
 from quotree.simulate import render_table, simulate, to_json
+from quotree_kubectl.cli import main
+from quotree_kubectl.cluster import PluginError, live_documents
+from quotree_kubectl.tree_view import pending_reasons, tree_report
+from quotree_kubectl.what_if import render_what_if, what_if
+from quotree_kubectl.why import why
 from tests.unit.live_objects import live_cluster, node
 
 

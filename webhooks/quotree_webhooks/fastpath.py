@@ -24,9 +24,8 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from quotree_webhooks import decisions
-from quotree_webhooks.settings import WebhookState
 
-__all__ = ["answer_is_error", "json_patch", "mutate_pod", "mutate_pod_review"]
+__all__ = ["answer_is_error", "json_patch", "mutate_pod"]
 
 logger = logging.getLogger("quotree.webhooks")
 
@@ -79,11 +78,6 @@ def answer_is_error(status: int, body: bytes | bytearray | None) -> bool:
     except (ValueError, KeyError, TypeError):
         return False
     return isinstance(code, int) and (code == 400 or code >= 500)
-
-
-def mutate_pod_review(state: WebhookState, review: Mapping[str, Any]) -> dict[str, Any] | None:
-    """`mutate_pod` with the operator's engine and settings."""
-    return mutate_pod(state.engine, state.settings.never_gated, review)
 
 
 def mutate_pod(

@@ -39,9 +39,9 @@ from typing import Any
 import aiohttp.web
 import kopf
 
-from quotree_webhooks import fastpath, tls
+from quotree_webhooks import tls
 from quotree_webhooks.cert_secret import sync_from_secret
-from quotree_webhooks.configurations import METRIC_WEBHOOKS, build_configurations
+from quotree_webhooks.configurations import build_configurations
 from quotree_webhooks.process import WebhookProcess
 from quotree_webhooks.settings import WebhookApi, WebhookSettings, WebhookState
 from quotree_webhooks.wire import WorkerConfig
@@ -56,16 +56,6 @@ RENEW_CHECK_INTERVAL = 3600.0
 FILE_CHECK_INTERVAL = 60.0
 #: Service port the API server calls in a cluster deployment.
 SERVICE_PORT = 443
-#: Our webhooks (paths), the `webhook` label of the metrics; anything else counts as "other".
-WEBHOOKS = METRIC_WEBHOOKS
-
-
-def _is_error(response: aiohttp.web.StreamResponse) -> bool:
-    """An answer that is not a decision (fastpath.answer_is_error)."""
-    body = getattr(response, "body", None)
-    return fastpath.answer_is_error(
-        response.status, body if isinstance(body, bytes | bytearray) else None
-    )
 
 
 def serving_hosts(settings: WebhookSettings) -> list[str]:

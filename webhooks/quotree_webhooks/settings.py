@@ -3,8 +3,9 @@
 The webhooks do not read the operator's configuration: the entry point (quotree_main)
 builds a `WebhookSettings` from it, and a `WebhookState` that it keeps on Kopf's memo
 (`memo.quotree.webhooks`). The Kubernetes calls the webhooks need are described by
-`WebhookApi`; the entry point hands over the one client layer both shells share
-(quotree_operator/client.py), which this package never imports.
+`WebhookApi`; the entry point hands over the operator's calls for them, made through
+the one connection both shells share (quotree_operator/webhook_api.py), a package this
+one never imports.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class WebhookSettings:
 
 
 class WebhookApi(Protocol):
-    """The Kubernetes calls the webhooks make (quotree_operator.client.Kube has them)."""
+    """The Kubernetes calls the webhooks make (quotree_operator.webhook_api.WebhookCalls)."""
 
     async def whoami(self) -> str: ...
 

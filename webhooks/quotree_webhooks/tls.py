@@ -14,6 +14,9 @@ With `provided=True` (QUOTREE_CERT_PROVIDED) the folder holds a certificate
 someone else makes and renews (cert-manager's Secret: `ca.crt`, `tls.crt`,
 `tls.key`): it is checked, served as it is and never written to
 (docs/deploy.md).
+
+`build_ca` and `build_cert` are the one place certificates are made: the local control
+plane's (hack/pki.py) come from them too.
 """
 
 from __future__ import annotations
@@ -21,22 +24,41 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["CA_DAYS", "RENEW_BEFORE", "SERVING_DAYS", "Pki", "ensure_pki"]
+__all__ = [
+    "CA_DAYS",
+    "RENEW_BEFORE",
+    "SERVING_DAYS",
+    "Pki",
+    "PrivateKey",
+    "build_ca",
+    "build_cert",
+    "cert_pem",
+    "ensure_pki",
+    "key_pem",
+    "load_pair",
+    "needs_renewal",
+    "write_file",
+]
 
 CA_DAYS = 3650
 SERVING_DAYS = 90
 #: Renew when less than this share of a certificate's validity is left.
 RENEW_BEFORE = 1 / 3
+#: Certificates start this long before they are made, for clocks a little behind ours.
+BACKDATE = dt.timedelta(minutes=5)
+
+#: The keys certificates are made for: EC here, RSA for the local control plane (hack/pki.py).
+PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +76,8 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _write(path: Path, data: bytes, *, secret: bool = False) -> None:
-    """Write atomically, so the server never reads half a certificate."""
+def write_file(path: Path, data: bytes, *, secret: bool = False) -> None:
+    """Write atomically, so a server never reads half a certificate; a secret as 0600."""
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o644)
     with os.fdopen(fd, "wb") as f:
@@ -63,7 +85,7 @@ def _write(path: Path, data: bytes, *, secret: bool = False) -> None:
     tmp.replace(path)
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def key_pem(key: PrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -71,20 +93,24 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _needs_renewal(cert: x509.Certificate, now: dt.datetime) -> bool:
+def cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def needs_renewal(cert: x509.Certificate, now: dt.datetime) -> bool:
+    """Less than `RENEW_BEFORE` of the certificate's validity is left."""
     lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
     return cert.not_valid_after_utc - now < lifetime * RENEW_BEFORE
 
 
-def _load(
-    cert_path: Path, key_path: Path
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
+def load_pair(cert_path: Path, key_path: Path) -> tuple[x509.Certificate, PrivateKey] | None:
+    """The certificate and its key, or None when either is missing or unreadable."""
     try:
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
     except (OSError, ValueError):
         return None
-    if not isinstance(key, ec.EllipticCurvePrivateKey):
+    if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         return None
     return cert, key
 
@@ -99,64 +125,80 @@ def _sans(hosts: Iterable[str]) -> list[x509.GeneralName]:
     return names
 
 
-def _make_ca(now: dt.datetime) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "quotree-webhook-ca")])
-    cert = (
+def _key_usage(*, signs_certificates: bool, rsa_key: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        # RSA key exchange encrypts with the certificate's key; EC keys only sign.
+        key_encipherment=rsa_key and not signs_certificates,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=signs_certificates,
+        crl_sign=signs_certificates,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def build_ca(common_name: str, key: PrivateKey, now: dt.datetime, days: int) -> x509.Certificate:
+    """A self-signed CA certificate that signs leaf certificates only (no intermediates)."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    return (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            _key_usage(signs_certificates=True, rsa_key=isinstance(key, rsa.RSAPrivateKey)),
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
-    return cert, key
 
 
-def _make_serving(
+def build_cert(
     ca: x509.Certificate,
-    ca_key: ec.EllipticCurvePrivateKey,
-    hosts: list[str],
+    ca_key: PrivateKey,
+    key: PrivateKey,
+    *,
+    common_name: str,
     now: dt.datetime,
     days: int,
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
+    organizations: Sequence[str] = (),
+    hosts: Sequence[str] = (),
+) -> x509.Certificate:
+    """A leaf certificate signed by `ca`: a serving one for `hosts` (DNS names or IPs), or,
+    without hosts, a client one (Kubernetes reads `organizations` as the user's groups)."""
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if hosts else ExtendedKeyUsageOID.CLIENT_AUTH
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+        .subject_name(x509.Name(subject))
         .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_before(now - BACKDATE)
         .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(_sans(hosts)), critical=False)
+        .add_extension(
+            _key_usage(signs_certificates=False, rsa_key=isinstance(key, rsa.RSAPrivateKey)),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
             critical=False,
         )
-        .sign(ca_key, hashes.SHA256())
     )
-    return cert, key
+    if hosts:
+        builder = builder.add_extension(x509.SubjectAlternativeName(_sans(hosts)), critical=False)
+    return builder.sign(ca_key, hashes.SHA256())
 
 
 def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
@@ -177,7 +219,7 @@ def _covers(cert: x509.Certificate, hosts: list[str]) -> bool:
 
 def _check_provided(pki: Pki) -> None:
     """A provided folder must hold a CA certificate and a serving pair signed by it."""
-    serving = _load(pki.cert, pki.key)
+    serving = load_pair(pki.cert, pki.key)
     try:
         ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
     except (OSError, ValueError):
@@ -213,24 +255,28 @@ def ensure_pki(
         return pki
     cert_dir.mkdir(parents=True, exist_ok=True)
     renewed = False
-    ca_pair = _load(pki.ca_cert, pki.ca_key)
-    if ca_pair is None or _needs_renewal(ca_pair[0], moment):
-        ca_pair = _make_ca(moment)
-        _write(pki.ca_key, _key_pem(ca_pair[1]), secret=True)
-        _write(pki.ca_cert, ca_pair[0].public_bytes(serialization.Encoding.PEM))
+    ca_pair = load_pair(pki.ca_cert, pki.ca_key)
+    if ca_pair is None or needs_renewal(ca_pair[0], moment):
+        new_ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_pair = build_ca("quotree-webhook-ca", new_ca_key, moment, CA_DAYS), new_ca_key
+        write_file(pki.ca_key, key_pem(new_ca_key), secret=True)
+        write_file(pki.ca_cert, cert_pem(ca_pair[0]))
         renewed = True
     ca, ca_key = ca_pair
-    serving = _load(pki.cert, pki.key)
+    serving = load_pair(pki.cert, pki.key)
     if (
         renewed
         or serving is None
-        or _needs_renewal(serving[0], moment)
+        or needs_renewal(serving[0], moment)
         or not _signed_by(serving[0], ca)
         or not _covers(serving[0], wanted)
     ):
-        cert, key = _make_serving(ca, ca_key, wanted, moment, serving_days)
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = build_cert(
+            ca, ca_key, key, common_name=wanted[0], now=moment, days=serving_days, hosts=wanted
+        )
         # Kopf polls the files and reloads both after a change; by then both are written.
-        _write(pki.key, _key_pem(key), secret=True)
-        _write(pki.cert, cert.public_bytes(serialization.Encoding.PEM))
+        write_file(pki.key, key_pem(key), secret=True)
+        write_file(pki.cert, cert_pem(cert))
         renewed = True
     return Pki(pki.ca_cert, pki.ca_key, pki.cert, pki.key, renewed=renewed)

@@ -6,9 +6,9 @@ from typing import Any
 
 from quotree import ADMISSION_GATE
 from quotree_operator.actuator import Actuator
-from quotree_operator.client import KubeError
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
+from quotree_operator.kube_errors import KubeError
 from tests.unit.operator.fake_kube import AdmitRecorder, pod
 
 

@@ -16,10 +16,10 @@ import pytest
 from quotree.engine import PodState
 from quotree_operator import actuator as actuator_mod
 from quotree_operator.actuator import Actuator
-from quotree_operator.client import KubeError
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
 from quotree_operator.inputs import Inputs
+from quotree_operator.kube_errors import KubeError
 from tests.unit.operator.fake_kube import AdmitRecorder, pod
 
 DOWN = KubeError(0, "Pod team/p0: remove gate: ClientConnectorError: connection refused")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quotree_operator.client import env_lookups_matter
+from quotree_operator.connection import env_lookups_matter
 
 
 def test_nothing_to_find_means_no_lookups(tmp_path: Path) -> None:

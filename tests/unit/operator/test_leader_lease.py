@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from quotree_operator.client import KubeError
+from quotree_operator.kube_errors import KubeError
 from quotree_operator.leader import LEASE_NAME, LeaderLease, next_lease
 
 START = datetime(2026, 11, 22, 7, 0, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quotree_main.startup import explain
-from quotree_operator.client import CredentialsError, KubeError
+from quotree_operator.kube_errors import CredentialsError, KubeError
 
 
 @pytest.mark.parametrize(

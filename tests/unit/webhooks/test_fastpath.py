@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from quotree import ADMISSION_GATE, CAPACITY_LABEL, QUOTA_LABEL, Engine
 from quotree_webhooks import fastpath, handlers
-from quotree_webhooks.settings import WebhookState
 from tests.unit.objects import cohort, engine_with, quota
 from tests.unit.webhooks.test_webhooks import SETTINGS, memo_for
 
@@ -51,7 +50,7 @@ async def kopf_result(engine: Engine, obj: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def fast_result(engine: Engine, obj: dict[str, Any]) -> tuple[Any, Any]:
-    answer = fastpath.mutate_pod_review(WebhookState(engine, SETTINGS), review(obj))
+    answer = fastpath.mutate_pod(engine, SETTINGS.never_gated, review(obj))
     assert answer is not None
     response = answer["response"]
     assert response["uid"] == "u-1"
@@ -104,11 +103,11 @@ async def test_fast_path_answers_as_kopfs_path(
 
 
 def test_malformed_objects_are_left_to_kopf() -> None:
-    state = WebhookState(tree(), SETTINGS)
+    engine = tree()
     for obj in (
         {"metadata": "not a map", "spec": {}},
         {"metadata": {"namespace": "team-a", "labels": ["x"]}, "spec": {}},
         {"metadata": {"namespace": "team-a"}, "spec": "no"},
     ):
-        assert fastpath.mutate_pod_review(state, review(obj)) is None
-    assert fastpath.mutate_pod_review(state, {"request": "x"}) is None
+        assert fastpath.mutate_pod(engine, SETTINGS.never_gated, review(obj)) is None
+    assert fastpath.mutate_pod(engine, SETTINGS.never_gated, {"request": "x"}) is None

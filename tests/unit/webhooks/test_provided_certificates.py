@@ -6,6 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from quotree_operator.config import OperatorConfig
 from quotree_webhooks import tls
@@ -42,3 +43,18 @@ def test_provided_is_read_from_the_environment() -> None:
     assert OperatorConfig.from_env({"QUOTREE_CERT_PROVIDED": "1"}).cert_provided
     assert not OperatorConfig.from_env({}).cert_provided
     assert OperatorConfig.from_env({"QUOTREE_CERT_SECRET": "s"}).cert_secret == "s"
+
+
+def test_provided_rsa_certificate_is_accepted(tmp_path: Path) -> None:
+    # cert-manager's Certificates have RSA keys unless told otherwise.
+    now = dt.datetime.now(dt.UTC)
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca = tls.build_ca("cert-manager-ca", ca_key, now, 365)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    cert = tls.build_cert(ca, ca_key, key, common_name=HOSTS[0], now=now, days=90, hosts=HOSTS)
+    (tmp_path / "ca.crt").write_bytes(tls.cert_pem(ca))
+    (tmp_path / "tls.crt").write_bytes(tls.cert_pem(cert))
+    (tmp_path / "tls.key").write_bytes(tls.key_pem(key))
+    pki = tls.ensure_pki(tmp_path, HOSTS, provided=True)
+    assert not pki.renewed
+    assert pki.cert.read_bytes() == tls.cert_pem(cert)

@@ -85,9 +85,8 @@ def test_the_copied_coverage_answers_as_the_engine(
         engine.remove_config("team-b", kind="ElasticQuota", namespace="team-b")
     copy = pickle.loads(pickle.dumps(engine.coverage))
     review = pod_review(namespace, {QUOTA_LABEL: label} if label else None)
-    state = WebhookState(engine, SETTINGS)
     assert fastpath.mutate_pod(copy, SETTINGS.never_gated, review) == (
-        fastpath.mutate_pod_review(state, review)
+        fastpath.mutate_pod(engine, SETTINGS.never_gated, review)
     )
 
 

@@ -1,0 +1,122 @@
+"""What would let a pending pod in, per resource it is short of (`kubectl quotree why`).
+
+A hand-written reading of the admission fit along the pod's quota and its ancestors, looser
+than the engine's own.
+"""
+
+from __future__ import annotations
+
+from quotree.accounts import TreeNode
+from quotree.engine import Engine, PodRecord
+from quotree.quantity import format_quantity, is_unlimited
+
+__all__ = ["let_in", "q"]
+
+
+def q(amount: int, resource: str) -> str:
+    """`amount` of `resource` as the engine writes it ("unlimited" past any real number)."""
+    return "unlimited" if is_unlimited(amount) else format_quantity(amount, resource)
+
+
+def _chain(engine: Engine, node: TreeNode) -> list[TreeNode]:
+    """The node and its ancestors below the cluster root, nearest first."""
+    return [node, *engine.tree_of(node.name).ancestors(node)]
+
+
+def _borrowers(engine: Engine, top: TreeNode, resource: str, skip: str) -> list[str]:
+    """ElasticQuotas under `top` that use more `resource` than their min (idle quota lent)."""
+    out = []
+    tree = engine.tree_of(top.name)
+    for node in tree.live_nodes():
+        if node.name == skip or not node.is_quota or resource not in node.resources:
+            continue
+        if top.name not in {a.name for a in tree.ancestors(node)}:
+            continue
+        above = node.used[resource] - node.min[resource]
+        if above > 0:
+            out.append(
+                f"{node.name} uses {q(node.used[resource], resource)}, "
+                f"{q(above, resource)} above its min {q(node.min[resource], resource)}"
+            )
+    return sorted(out)
+
+
+# to be replaced by the engine's single admission check
+def let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
+    """What would let a pending pod in, per resource it is short of."""
+    assert record.quota is not None
+    tree = engine.tree_of(record.quota)
+    node = tree.node(record.quota)
+    if node is None or not node.is_quota:
+        problem = tree.problems.get(record.quota)
+        why = problem.message if problem else f"ElasticQuota {record.quota} does not exist"
+        return [f"the quota is not part of the live tree: {why}"]
+    lines: list[str] = []
+    request = record.request
+    for resource in sorted(node.resources):
+        amount = request.get(resource, 0)
+        if not amount:
+            continue
+        used, runtime = node.used[resource], node.runtime[resource]
+        short = used + amount - runtime
+        if short <= 0 and record.preemptible:
+            continue
+        guarantee, own_min = node.guarantee[resource], node.min[resource]
+        lines.append(
+            f"{resource}: {record.quota} uses {q(used, resource)} + request "
+            f"{q(amount, resource)} against a runtime of {q(runtime, resource)}"
+            + (f": short by {q(short, resource)}" if short > 0 else "")
+        )
+        capped: TreeNode | None = None
+        for ancestor in _chain(engine, node):
+            config = ancestor.config
+            kind = "Cohort" if config is not None and not config.is_leaf else "ElasticQuota"
+            at_cap = ancestor.used[resource] + amount > ancestor.cap[resource]
+            if at_cap and capped is None:
+                capped = ancestor
+            lines.append(
+                f"    {kind} {ancestor.name}: used {q(ancestor.used[resource], resource)}, "
+                f"runtime {q(ancestor.runtime[resource], resource)}, min "
+                f"{q(ancestor.min[resource], resource)}, "
+                f"cap {q(ancestor.cap[resource], resource)}"
+                + ("  (the request goes over the cap)" if at_cap else "")
+            )
+        if not record.preemptible:
+            lines.append(
+                f"  - a non-preemptible pod is admitted only within the min: raise "
+                f"{record.quota}'s min {resource} to at least "
+                f"{q(used + amount, resource)} (its min is {q(own_min, resource)})"
+            )
+            continue
+        if capped is not None:
+            lines.append(
+                f"  - {capped.name} may never use more than {q(capped.cap[resource], resource)} "
+                f"{resource} (its max, or its min plus its borrowingLimit): only pods under "
+                f"{capped.name} finishing, or a higher max or borrowingLimit on "
+                f"{capped.name}, let this pod in (preview with `kubectl quotree what-if`)"
+            )
+            continue
+        lines.append(
+            f"  - {q(short, resource)} freed by {record.quota}'s own admitted pods finishing"
+        )
+        if used + amount <= guarantee:
+            lines.append(
+                f"  - it is within {record.quota}'s min ({q(own_min, resource)}): the quota "
+                f"lent to others comes back by reclaim {reclaim_hint}"
+            )
+        else:
+            lines.append(
+                f"  - idle quota: it needs {q(short, resource)} more {resource} that nobody "
+                f"else in its cohorts asks for (it is above its min of "
+                f"{q(own_min, resource)}), or a min raised by that much "
+                f"(preview with `kubectl quotree what-if`)"
+            )
+        top = _chain(engine, node)[-1]
+        borrowers = _borrowers(engine, top, resource, record.quota)
+        if borrowers:
+            lines.append(
+                "  - lent now: "
+                + "; ".join(borrowers)
+                + f" (reclaimed only while {record.quota} is owed its min)"
+            )
+    return lines

@@ -1,0 +1,113 @@
+"""`kubectl quotree tree`: the tree from the CRDs' status (what the operator wrote), in the
+report shape of `quotree simulate -o json`, so `quotree.report.render_tree` draws it; and
+the operator's latest word on each pending pod (its `Pending` Events). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from quotree.capacity import node_allocatable
+from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, DEFAULT_TREE, QUOTA_LABEL
+from quotree.quantity import QuantityError, add_amounts, format_quantity, parse_quantity
+from quotree_kubectl.cluster import ClusterState
+
+__all__ = ["pending_reasons", "tree_report"]
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+def _quantities(amounts: Mapping[str, Any] | None) -> dict[str, str]:
+    """Spec quantities as the engine formats them ("4000m" -> "4"); unreadable ones as given."""
+    out = {}
+    for resource, raw in sorted((amounts or {}).items()):
+        try:
+            out[resource] = format_quantity(parse_quantity(raw, resource), resource)
+        except QuantityError:
+            out[resource] = str(raw)
+    return out
+
+
+def _condition_false(status: Mapping[str, Any]) -> str | None:
+    for condition in status.get("conditions") or ():
+        if condition.get("type") in ("Valid", "Active") and condition.get("status") == "False":
+            return str(condition.get("message") or condition.get("reason") or "inactive")
+    return None
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    return f"{metadata.get('namespace')}/{metadata.get('name')}"
+
+
+def pending_reasons(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """pod key -> the message of its latest `Pending` event (the operator's own words)."""
+    latest: dict[str, tuple[str, str]] = {}
+    for event in events:
+        if event.get("reason") != "Pending":
+            continue
+        involved = event.get("involvedObject") or {}
+        if involved.get("kind") != "Pod":
+            continue
+        key = f"{involved.get('namespace')}/{involved.get('name')}"
+        when = str(
+            event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+        )
+        if key not in latest or when >= latest[key][0]:
+            latest[key] = (when, str(event.get("message") or ""))
+    return {key: message for key, (_, message) in latest.items()}
+
+
+def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, Any]:
+    """The tree from the CRDs' status, in `quotree simulate -o json`'s shape."""
+    capacity: dict[str, int] = {}
+    for node in state.nodes:
+        amounts = node_allocatable(node).allocatable
+        if amounts:
+            add_amounts(capacity, amounts)
+    nodes: dict[str, Any] = {}
+    for obj in sorted(
+        [*state.cohorts, *state.quotas], key=lambda o: str(o["metadata"].get("name"))
+    ):
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        problem = _condition_false(status)
+        nodes[obj["metadata"]["name"]] = {
+            "kind": obj.get("kind"),
+            "tree": spec.get("tree") or DEFAULT_TREE,
+            "namespace": obj["metadata"].get("namespace"),
+            "parent": spec.get("parent"),
+            "min": _quantities(spec.get("min")),
+            "max": _quantities(spec.get("max")),
+            "request": dict(status.get("request") or {}),
+            "runtime": dict(status.get("runtime") or {}),
+            "used": dict(status.get("used") or {}),
+            "admittedPods": status.get("admittedPods"),
+            "pendingPods": status.get("pendingPods"),
+            "valid": problem is None,
+            "problem": problem,
+        }
+    pods: dict[str, Any] = {}
+    for pod in sorted(state.pods, key=lambda p: str(p["metadata"].get("creationTimestamp"))):
+        labels = pod["metadata"].get("labels") or {}
+        gated = any(
+            g.get("name") == ADMISSION_GATE
+            for g in (pod.get("spec") or {}).get("schedulingGates") or ()
+        )
+        if (pod.get("status") or {}).get("phase") in TERMINAL:
+            continue
+        if QUOTA_LABEL not in labels and not gated:
+            continue  # not quotree's
+        key = _key(pod)
+        pods[key] = {
+            "quota": labels.get(QUOTA_LABEL),
+            "state": "pending" if gated else "admitted",
+            "capacity": None if gated else labels.get(CAPACITY_LABEL),
+            "reason": reasons.get(key, "waiting for the operator") if gated else "",
+        }
+    return {
+        "capacity": {r: format_quantity(a, r) for r, a in sorted(capacity.items())},
+        "nodes": nodes,
+        "pods": pods,
+    }

@@ -1,0 +1,121 @@
+"""`kubectl quotree why`: the live objects loaded into an engine exactly as the operator
+loads them (gated pods wait, the others are admitted), one decision without reclaim, and
+the pod's reason with the numbers along its quota's chain of ancestors. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from quotree.capacity import node_allocatable
+from quotree.engine import Engine, PodState
+from quotree.models import CAPACITY_LABEL, ConfigError, parse_flavor, parse_node, pod_facts
+from quotree_kubectl.cluster import ClusterState, PluginError
+from quotree_kubectl.let_in import let_in, q
+
+__all__ = ["live_engine", "why"]
+
+#: Far beyond any real reclaim delay: `why` shows the state as it is, it does not reclaim.
+NO_RECLAIM = 1e18
+
+
+def live_engine(state: ClusterState) -> tuple[Engine, list[str]]:
+    """The engine as the operator holds it: quotas, nodes, pods as they are; one decision."""
+    engine = Engine(reclaim_delay=NO_RECLAIM)
+    notes: list[str] = []
+    for flavor in state.flavors:
+        try:
+            engine.set_flavor(parse_flavor(flavor))
+        except ConfigError as exc:
+            notes.append(f"left out: {exc}")
+    for node in state.nodes:
+        counted = node_allocatable(node)
+        notes.extend(counted.warnings)
+        labels = node["metadata"].get("labels") or {}
+        engine.set_cluster_node(node["metadata"]["name"], counted.allocatable, labels)
+    for obj in [*state.cohorts, *state.quotas]:
+        try:
+            engine.set_config(parse_node(obj))
+        except ConfigError as exc:
+            notes.append(f"left out: {exc}")
+    pods = sorted(state.pods, key=lambda p: str(p["metadata"].get("creationTimestamp")))
+    for pod in pods:
+        try:
+            engine.observe_pod(pod_facts(pod))
+        except ConfigError as exc:
+            notes.append(f"left out: {exc}")
+    engine.decide(now=0.0)
+    return engine, notes
+
+
+def why(state: ClusterState, namespace: str, name: str, reasons: Mapping[str, str]) -> str:
+    key = f"{namespace}/{name}"
+    pod = next(
+        (
+            p
+            for p in state.pods
+            if p["metadata"].get("namespace") == namespace and p["metadata"]["name"] == name
+        ),
+        None,
+    )
+    if pod is None:
+        raise PluginError(f"pod {key} not found")
+    engine, notes = live_engine(state)
+    record = engine.pods.get(key)
+    facts = pod_facts(pod)
+    request = ", ".join(f"{r} {q(a, r)}" for r, a in sorted(facts.request.items())) or "nothing"
+    lines = [f"Pod {key}"]
+    if record is None or record.state is PodState.UNMANAGED:
+        if facts.terminal:
+            lines.append(f"  state:   finished ({facts.phase}): it holds no quota")
+        else:
+            lines.append(
+                f"  state:   not managed by quotree: no ElasticQuota covers namespace "
+                f"{namespace} and no default quota applies"
+            )
+        return "\n".join(lines)
+    config = engine.tree_of(record.quota).config(record.quota) if record.quota else None
+    where = f"ElasticQuota {record.quota}" if record.quota else "(none)"
+    if config is not None:
+        where += f" in namespace {config.namespace}"
+        if config.parent:
+            where += f", under Cohort {config.parent}"
+    lines.append(f"  quota:   {where}")
+    priority = f", priority {facts.priority}" if facts.priority else ""
+    lines.append(f"  request: {request}{priority}")
+    if not facts.gated:
+        label = (pod["metadata"].get("labels") or {}).get(CAPACITY_LABEL)
+        lines.append(f"  state:   admitted{f' ({label})' if label else ''}: it does not wait")
+        return "\n".join(lines)
+    said = reasons.get(key)
+    if record.state is PodState.ADMITTED:
+        lines.append("  state:   pending (gated)")
+        if said:
+            lines.append(f"  operator: {said}")
+        lines.append(
+            f"  engine:  it fits now ({record.reason}); the operator admits it at its next "
+            "decision. If it stays gated, is the operator running and holding its Lease?"
+        )
+        return "\n".join(lines)
+    lines.append("  state:   pending (gated by quotree.io/admission)")
+    if said:
+        lines.append(f"  operator: {said}")
+    lines.append(f"  engine:  {record.reason or 'waiting'}")
+    if record.quota is not None and record.reason.startswith("does not fit"):
+        lines.append("what would let it in:")
+        lines.extend(
+            f"  {line}"
+            for line in let_in(
+                engine,
+                record,
+                "(borrowers above their runtime are evicted after the "
+                "operator's reclaim delay, QUOTREE_RECLAIM_DELAY)",
+            )
+        )
+    elif record.quota is not None and record.victims:
+        lines.append(
+            f"what would let it in: {len(record.victims)} lower-priority pods of "
+            f"{record.quota} are being preempted for it; it is admitted when they are gone"
+        )
+    lines.extend(f"note: {note}" for note in notes)
+    return "\n".join(lines)
