@@ -26,7 +26,8 @@ from collections.abc import Awaitable, Callable
 
 from quotree.engine import Decisions, Eviction, PodState
 from quotree.models import ADMISSION_GATE
-from quotree_operator.client import Kube, KubeError, write_event_retrying
+from quotree_operator.api import KubeAPI
+from quotree_operator.client import KubeError, write_event_retrying
 from quotree_operator.event_budget import AdmittedEvents
 from quotree_operator.inputs import Inputs
 from quotree_operator.metrics import METRICS
@@ -49,7 +50,7 @@ def _split(key: str) -> tuple[str, str]:
 class Actuator:
     """See module docstring."""
 
-    def __init__(self, kube: Kube, inputs: Inputs, concurrency: int) -> None:
+    def __init__(self, kube: KubeAPI, inputs: Inputs, concurrency: int) -> None:
         self.kube = kube
         self.inputs = inputs
         # Separate budgets so that events never queue admissions behind them: admissions,
