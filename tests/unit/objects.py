@@ -137,3 +137,20 @@ def pod(
     if phase is not None:
         body["status"] = {"phase": phase}
     return body
+
+
+def user_pod(
+    namespace: str, name: str = "p", labels: Mapping[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A Pod as a user submits it (no resources, gates or status): what the webhooks see."""
+    return pod(
+        namespace,
+        name,
+        {},
+        gates=None,
+        labels=labels or {},
+        image="x",
+        phase=None,
+        api_version=True,
+        **spec,
+    )

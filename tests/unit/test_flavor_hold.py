@@ -11,13 +11,13 @@ quota holds back (by cpu) while a sibling wants the GPUs of its other flavor.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from quotree.engine import Engine, PodState
 from quotree.hold import Mode
-from quotree.models import FlavorConfig, NodeConfig, PodFacts, parse_node
+from quotree.models import FlavorConfig, NodeConfig, PodFacts
+from tests.unit.builders import pod
+from tests.unit.objects import quota_config as eq
 
 GPU = "nvidia.com/gpu"
 A100 = FlavorConfig("a100", {"gpu": "a100"})
@@ -25,20 +25,12 @@ H100 = FlavorConfig("h100", {"gpu": "h100"})
 TWO_EACH = {"flavors": [{"name": "a100", "min": {GPU: "2"}}, {"name": "h100", "min": {GPU: "2"}}]}
 
 
-def eq(name: str, **spec: Any) -> NodeConfig:
-    return parse_node(
-        {"kind": "ElasticQuota", "metadata": {"name": name, "namespace": name}, "spec": spec}
-    )
-
-
-def pod(namespace: str, name: str, *, flavor: str | None = None, gated: bool = True) -> PodFacts:
-    return PodFacts(
-        namespace,
-        name,
-        {GPU: 1},
-        gated=gated,
-        node_selector={"gpu": flavor} if flavor else {},
-    )
+def gpu_pod(
+    namespace: str, name: str, *, flavor: str | None = None, gated: bool = True
+) -> PodFacts:
+    """A pod asking for one GPU, on `flavor` if named."""
+    selector = {"gpu": flavor} if flavor else {}
+    return pod(namespace, name, {GPU: 1}, created=0.0, gated=gated, selector=selector)
 
 
 def engine(mode: Mode, *configs: NodeConfig) -> Engine:
@@ -80,8 +72,8 @@ def full_cluster(mode: Mode) -> Engine:
     for team in ("team-a", "team-b"):
         for flavor in ("a100", "h100"):
             for i in range(2):
-                eng.observe_pod(pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
-        eng.observe_pod(pod(team, "waiting"))
+                eng.observe_pod(gpu_pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
+        eng.observe_pod(gpu_pod(team, "waiting"))
     assert run(eng, 0.0, 0.0) == []
     assert eng.pods["team-a/waiting"].state is PodState.PENDING
     assert eng.pods["team-b/waiting"].flavor == "a100"
@@ -95,7 +87,7 @@ def more_pods(eng: Engine) -> None:
     """Each team gets one more pod: both queues are looked at again (in the benchmark,
     room growing in another resource does the same)."""
     for team in ("team-a", "team-b"):
-        eng.observe_pod(pod(team, "x-later"))  # after "waiting" in the queue (by name)
+        eng.observe_pod(gpu_pod(team, "x-later"))  # after "waiting" in the queue (by name)
 
 
 @pytest.mark.parametrize("mode", [Mode.HELD_BACK, Mode.FREED, Mode.ALL])
@@ -141,13 +133,13 @@ def test_nothing_is_held_when_the_freed_flavor_is_not_allowed_to_the_waiting_pod
     for team in ("team-a", "team-b"):
         for flavor in ("a100", "h100"):
             for i in range(2):
-                eng.observe_pod(pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
-    eng.observe_pod(pod("team-b", "a100-only", flavor="a100"))
-    eng.observe_pod(pod("team-a", "waiting"))
+                eng.observe_pod(gpu_pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
+    eng.observe_pod(gpu_pod("team-b", "a100-only", flavor="a100"))
+    eng.observe_pod(gpu_pod("team-a", "waiting"))
     run(eng, 0.0, 0.0)
     eng.forget_pod("team-b/h100-0")
     assert eng.holds.held("team-b") == {}
-    eng.observe_pod(pod("team-a", "x-later"))  # team-a's queue is looked at again
+    eng.observe_pod(gpu_pod("team-a", "x-later"))  # team-a's queue is looked at again
     run(eng, 1.0, 1.0)
     # team-b's pod may not use h100: the GPU is lent to team-a as before.
     assert eng.pods["team-a/waiting"].state is PodState.ADMITTED
@@ -165,7 +157,7 @@ def lent_on_both(mode: Mode) -> Engine:
     eng = engine(mode, eq("team-a", **TWO_EACH), eq("team-b", **borrower))
     for flavor in ("a100", "h100"):
         for i in range(4):
-            eng.observe_pod(pod("team-b", f"{flavor}-{i}", flavor=flavor))
+            eng.observe_pod(gpu_pod("team-b", f"{flavor}-{i}", flavor=flavor))
     assert run(eng, 0.0, 0.0) == []
     assert len(admitted_on(eng, "team-b", "a100")) == len(admitted_on(eng, "team-b", "h100")) == 4
     return eng
@@ -174,7 +166,7 @@ def lent_on_both(mode: Mode) -> Engine:
 @pytest.mark.parametrize("mode", [Mode.HELD_BACK, Mode.FREED])
 def test_one_waiting_pod_of_an_idle_quota_reclaims_on_its_wait_flavor_only(mode: Mode) -> None:
     eng = lent_on_both(mode)
-    eng.observe_pod(pod("team-a", "new"))
+    eng.observe_pod(gpu_pod("team-a", "new"))
     evicted = run(eng, 1.0, 40.0)
     # One pod was waiting, one was reclaimed (on a100, its wait flavor); team-b keeps all
     # four h100 GPUs: team-a did not free them, it lent them before its pod came.
@@ -191,7 +183,7 @@ def test_the_default_rule_reclaims_on_both_flavors_for_one_pod() -> None:
     # loses one pod on each; the h100 one was evicted for nothing.
     assert Engine.hold_mode is Mode.ALL
     eng = lent_on_both(Mode.ALL)
-    eng.observe_pod(pod("team-a", "new"))
+    eng.observe_pod(gpu_pod("team-a", "new"))
     evicted = run(eng, 1.0, 40.0)
     assert len(evicted) == 2
     assert eng.pods["team-a/new"].state is PodState.ADMITTED
@@ -218,7 +210,7 @@ def cpu_bound(mode: Mode) -> Engine:
     eng.observe_pod(PodFacts("team-a", "gpu", {"cpu": 1000, GPU: 1}, gated=True))
     run(eng, 0.0, 0.0)
     for i in range(4):
-        eng.observe_pod(pod("team-b", f"h100-{i}", flavor="h100"))
+        eng.observe_pod(gpu_pod("team-b", f"h100-{i}", flavor="h100"))
     run(eng, 1.0, 1.0)
     return eng
 
@@ -267,12 +259,12 @@ def test_the_hold_never_takes_the_quota_above_its_min_and_follows_min_changes() 
     assert eng.holds.held("team-b") == {}
     eng.forget_pod("team-b/a100-0")  # a100 is its wait flavor: nothing to hold there
     assert eng.holds.held("team-b") == {}
-    eng.observe_pod(pod("team-b", "h100-2", flavor="h100", gated=False))
+    eng.observe_pod(gpu_pod("team-b", "h100-2", flavor="h100", gated=False))
     eng.forget_pod("team-b/h100-2")
     assert eng.holds.held("team-b") == {f"{GPU}@h100": 1}
     eng.forget_pod("team-b/waiting")  # no pod waits: nothing held, nothing kept
     assert eng.holds.held("team-b") == {}
-    eng.observe_pod(pod("team-b", "later"))
+    eng.observe_pod(gpu_pod("team-b", "later"))
     assert eng.holds.held("team-b") == {}  # freed before it came: lendable, like (b)
 
 
@@ -280,8 +272,8 @@ def test_pods_charged_again_after_a_flavor_change_free_nothing() -> None:
     # A flavor change forgets and observes again every pod of the quotas naming it
     # (`Engine._recharge`): an admitted pod coming back is not a GPU its quota freed.
     eng = lent_on_both(Mode.FREED)
-    eng.observe_pod(pod("team-a", "new"))  # waits on a100
-    eng.observe_pod(pod("team-a", "h100-0", flavor="h100", gated=False))  # runs on h100
+    eng.observe_pod(gpu_pod("team-a", "new"))  # waits on a100
+    eng.observe_pod(gpu_pod("team-a", "h100-0", flavor="h100", gated=False))  # runs on h100
     run(eng, 1.0, 1.0)
     assert eng.holds.held("team-a") == {}  # its h100 guarantee was lent before "new" came
     eng.set_flavor(FlavorConfig("h100", {"gpu": "h100", "zone": "z1"}))

@@ -7,26 +7,26 @@ from typing import Any
 import pytest
 
 from quotree import ConfigError, parse_node
-
-
-def _quota(spec: Any, name: Any = "q") -> dict[str, Any]:
-    return {"kind": "ElasticQuota", "metadata": {"name": name, "namespace": "n"}, "spec": spec}
+from tests.unit.objects import quota
 
 
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
         # A name with a line break used to split the message in two.
-        (_quota({}, name="a\nb"), "ElasticQuota a\\nb: metadata.name must be a valid object name"),
-        (_quota({"bad\nkey": 1}), "ElasticQuota q: spec.bad\\nkey: Extra inputs are not permitted"),
+        (quota("a\nb", "n"), "ElasticQuota a\\nb: metadata.name must be a valid object name"),
+        (
+            quota("q", "n", **{"bad\nkey": 1}),
+            "ElasticQuota q: spec.bad\\nkey: Extra inputs are not permitted",
+        ),
         # A wrong type used to read "spec.min.cpu.str: Input should be a valid string (and 2 more)".
         (
-            _quota({"min": {"cpu": [1]}}),
+            quota("q", "n", min={"cpu": [1]}),
             "ElasticQuota q: spec.min.cpu: "
             'must be a quantity (a string such as "500m" or a number)',
         ),
         (
-            _quota({"min": {"cpu": [1], "memory": {}}}),
+            quota("q", "n", min={"cpu": [1], "memory": {}}),
             "ElasticQuota q: spec.min.cpu: "
             'must be a quantity (a string such as "500m" or a number) (and 1 more)',
         ),
