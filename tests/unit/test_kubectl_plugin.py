@@ -18,7 +18,7 @@ from quotree_kubectl.views import (
 
 from quotree.report import render_tree, usage_bar
 from quotree.simulate import render_table, simulate, to_json
-from tests.unit.live_objects import live_cluster, node
+from tests.unit.live_objects import cluster_node, live_cluster
 
 
 def _docs(text: str) -> list[tuple[str, dict[str, Any]]]:
@@ -195,7 +195,7 @@ metadata: {name: team-b, namespace: ns-b}
 spec: {parent: research, min: {cpu: "1"}, max: {cpu: "8"}}
 """
     )
-    state.nodes.append(node("node-3", "8"))
+    state.nodes.append(cluster_node("node-3", "8"))
     result = what_if(state, proposal)
     assert result.refused == []
     assert result.after["nodes"]["team-a"]["runtime"]["cpu"] == "7"
