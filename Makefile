@@ -32,6 +32,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy quotree
 	$(BIN)/mypy operator/quotree_main operator/quotree_operator webhooks/quotree_webhooks plugin/quotree_kubectl
+	$(BIN)/mypy -m tests.unit.operator.fake_kube  # the tests' fake API against the real one's protocols
 
 unit: $(STAMP) tools
 	$(BIN)/pytest -q tests/unit

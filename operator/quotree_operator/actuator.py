@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 
 from quotree.engine import Decisions, Eviction, PodState
 from quotree.models import ADMISSION_GATE
-from quotree_operator.client import Kube
+from quotree_operator.api import KubeAPI
 from quotree_operator.event_budget import AdmittedEvents
 from quotree_operator.inputs import Inputs
 from quotree_operator.kube_errors import KubeError, write_event_retrying
@@ -50,7 +50,7 @@ def _split(key: str) -> tuple[str, str]:
 class Actuator:
     """See module docstring."""
 
-    def __init__(self, kube: Kube, inputs: Inputs, concurrency: int) -> None:
+    def __init__(self, kube: KubeAPI, inputs: Inputs, concurrency: int) -> None:
         self.kube = kube
         self.inputs = inputs
         # Separate budgets so that events never queue admissions behind them: admissions,

@@ -17,7 +17,7 @@ from typing import Any
 
 from quotree.engine import Decisions, Engine
 from quotree_operator.actuator import Actuator
-from quotree_operator.client import Kube
+from quotree_operator.api import KubeAPI
 from quotree_operator.config import OperatorConfig
 from quotree_operator.inputs import Inputs, Signals
 from quotree_operator.metrics import METRICS
@@ -36,7 +36,7 @@ TICK = 1.0  # seconds between decisions when nothing changes (the reclaim delay 
 class Controller:
     """See module docstring."""
 
-    def __init__(self, config: OperatorConfig, kube: Kube) -> None:
+    def __init__(self, config: OperatorConfig, kube: KubeAPI) -> None:
         self.engine = Engine(
             system_namespaces=config.never_gated,
             default_quota=config.default_quota,

@@ -36,7 +36,7 @@ from quotree.models import (
     parse_node,
     pod_facts,
 )
-from quotree_operator.client import Kube
+from quotree_operator.api import KubeAPI
 from quotree_operator.status import StatusDirty, StatusMemory
 
 __all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals", "object_key"]
@@ -320,7 +320,7 @@ class Inputs:
         logger.info("pod watch: listed %d pods again", len(bodies))
         self.signals.changed()
 
-    async def load(self, kube: Kube) -> str:
+    async def load(self, kube: KubeAPI) -> str:
         """Rebuild the engine from the API before the watches start (restart safety).
 
         Cluster nodes and quota objects first, so that pods find their quotas and capacity.

@@ -20,7 +20,7 @@ from typing import Any
 
 from quotree.engine import Engine
 from quotree.models import MANAGED_LABEL
-from quotree_operator.client import Kube
+from quotree_operator.api import KubeAPI
 from quotree_operator.kube_errors import KubeError
 
 __all__ = ["NamespaceLabels", "managed"]
@@ -39,7 +39,7 @@ def managed(engine: Engine, namespace: str) -> bool:
 class NamespaceLabels:
     """See module docstring."""
 
-    def __init__(self, engine: Engine, kube: Kube) -> None:
+    def __init__(self, engine: Engine, kube: KubeAPI) -> None:
         self.engine = engine
         self.kube = kube
         #: namespace -> whether its label says managed (as last seen).

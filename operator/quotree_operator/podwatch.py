@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from quotree_operator.client import Kube
+from quotree_operator.api import KubeAPI
 from quotree_operator.kube_errors import KubeError
 
 __all__ = ["WATCH_BACKOFF", "PodWatch"]
@@ -32,7 +32,7 @@ Relist = Callable[[list[dict[str, Any]]], None]
 class PodWatch:
     """Feeds every Pod change to `observe(body, deleted)`; `relist(bodies)` after a new list."""
 
-    def __init__(self, kube: Kube, observe: Observe, relist: Relist, what: str = "pods") -> None:
+    def __init__(self, kube: KubeAPI, observe: Observe, relist: Relist, what: str = "pods") -> None:
         self.kube = kube
         #: What is watched: "pods", or "Cohort" / "ElasticQuota" (their own watches: Kopf's
         #: per-event machinery at 10,000 quota objects and two status writes each held the

@@ -22,7 +22,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from quotree_operator.client import Kube
+from quotree_operator.api import KubeAPI
 from quotree_operator.inputs import Inputs, QuotaObject
 from quotree_operator.kube_errors import KubeError, write_event_retrying
 from quotree_operator.metrics import METRICS
@@ -67,7 +67,9 @@ def _now() -> str:
 class StatusWriter:
     """See module docstring."""
 
-    def __init__(self, kube: Kube, inputs: Inputs, memory: StatusMemory, concurrency: int) -> None:
+    def __init__(
+        self, kube: KubeAPI, inputs: Inputs, memory: StatusMemory, concurrency: int
+    ) -> None:
         self.kube = kube
         self.inputs = inputs
         self.memory = memory

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from quotree.engine import Engine
-from quotree.models import DEFAULT_TREE, QUOTA_LABEL, NodeConfig, PodFacts
+from quotree.models import DEFAULT_TREE, QUOTA_LABEL, NodeConfig, NodeSelectorTerm, PodFacts
 from quotree.options import EngineOptions
 from quotree.simulate import SimulatedEngine
 
@@ -88,7 +88,13 @@ def pod(
     preemptible: bool = True,
     label: str | None = None,
     labels: Mapping[str, str] | None = None,
+    selector: Mapping[str, str] | None = None,
+    affinity: tuple[NodeSelectorTerm, ...] = (),
+    node: str | None = None,
 ) -> PodFacts:
+    """A pod of `amount` (an int: units of `x`); `created` defaults to a clock that
+    ticks once a pod; `selector` and `affinity` are its nodeSelector and required node
+    affinity terms, `node` its nodeName."""
     labels = dict(labels or {})
     if not preemptible:
         labels["quotree.io/preemptible"] = "false"
@@ -102,6 +108,9 @@ def pod(
         priority=priority,
         created=float(next(_clock)) if created is None else created,
         gated=gated,
+        node_name=node,
+        node_selector=dict(selector or {}),
+        node_affinity=affinity,
     )
 
 

@@ -9,22 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from quotree import ADMISSION_GATE
 from quotree_kubectl.cluster import ClusterState
+from tests.unit.objects import node, pod
 
 API = "quotree.io/v1alpha1"
-GATE = [{"name": "quotree.io/admission"}]
 
 
-def node(name: str, cpu: str, ready: bool = True) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {
-            "allocatable": {"cpu": cpu},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
+def cluster_node(name: str, cpu: str, ready: bool = True) -> dict[str, Any]:
+    return node(name, {"cpu": cpu}, ready="True" if ready else "False", api_version=True)
 
 
 def tree_object(
@@ -54,29 +47,22 @@ def tree_object(
     }
 
 
-def pod(
+def quota_pod(
     namespace: str, name: str, cpu: str, *, gated: bool, created: str, quota: str | None = None
 ) -> dict[str, Any]:
-    labels = {"quotree.io/quota-name": quota} if quota else {}
-    spec: dict[str, Any] = {
-        "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}]
-    }
-    if gated:
-        spec["schedulingGates"] = GATE
-    else:
-        spec["nodeName"] = "node-1"
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "creationTimestamp": created,
-        },
-        "spec": spec,
-        "status": {"phase": "Pending" if gated else "Running"},
-    }
+    """A pod of `quota`: gated and pending, or running on node-1."""
+    return pod(
+        namespace,
+        name,
+        {"cpu": cpu},
+        gates=(ADMISSION_GATE,) if gated else None,
+        labels={"quotree.io/quota-name": quota} if quota else {},
+        container="main",
+        created=created,
+        phase="Pending" if gated else "Running",
+        api_version=True,
+        **({} if gated else {"nodeName": "node-1"}),
+    )
 
 
 def status(
@@ -99,7 +85,7 @@ def status(
 
 def live_cluster() -> ClusterState:
     return ClusterState(
-        nodes=[node("node-1", "8"), node("node-2", "64", ready=False)],
+        nodes=[cluster_node("node-1", "8"), cluster_node("node-2", "64", ready=False)],
         cohorts=[
             tree_object(
                 "Cohort",
@@ -130,9 +116,15 @@ def live_cluster() -> ClusterState:
             ),
         ],
         pods=[
-            pod("ns-a", "a-1", "5", gated=False, created="2026-01-01T00:00:00Z", quota="team-a"),
-            pod("ns-b", "b-1", "3", gated=False, created="2026-01-01T00:00:01Z", quota="team-b"),
-            pod("ns-a", "a-2", "2", gated=True, created="2026-01-01T00:00:02Z", quota="team-a"),
-            pod("kube-system", "dns", "0", gated=False, created="2026-01-01T00:00:00Z"),
+            quota_pod(
+                "ns-a", "a-1", "5", gated=False, created="2026-01-01T00:00:00Z", quota="team-a"
+            ),
+            quota_pod(
+                "ns-b", "b-1", "3", gated=False, created="2026-01-01T00:00:01Z", quota="team-b"
+            ),
+            quota_pod(
+                "ns-a", "a-2", "2", gated=True, created="2026-01-01T00:00:02Z", quota="team-a"
+            ),
+            quota_pod("kube-system", "dns", "0", gated=False, created="2026-01-01T00:00:00Z"),
         ],
     )

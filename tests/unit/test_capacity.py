@@ -1,28 +1,13 @@
 """Which cluster nodes count toward the capacity, and which namespaces are never gated."""
 
-from typing import Any
+import functools
 
 from quotree.capacity import node_allocatable
 from quotree.resolution import DEFAULT_SYSTEM_NAMESPACES, never_gated
+from tests.unit import objects
 
-
-def node(
-    *,
-    ready: str | None = "True",
-    unschedulable: bool = False,
-    deleting: bool = False,
-    **amounts: Any,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "metadata": {"name": "n1"},
-        "spec": {"unschedulable": unschedulable},
-        "status": {"allocatable": amounts or {"cpu": "4", "memory": "8Gi"}},
-    }
-    if deleting:
-        body["metadata"]["deletionTimestamp"] = "2026-11-22T08:00:00Z"
-    if ready is not None:
-        body["status"]["conditions"] = [{"type": "Ready", "status": ready}]
-    return body
+#: Node n1 (cpu 4, memory 8Gi), Ready and schedulable unless told otherwise.
+node = functools.partial(objects.node, ready="True", unschedulable=False)
 
 
 def test_a_ready_schedulable_node_counts_for_its_allocatable() -> None:
@@ -43,7 +28,7 @@ def test_a_node_without_a_ready_condition_counts() -> None:
 
 
 def test_a_bad_quantity_is_left_out_with_one_line() -> None:
-    counted = node_allocatable(node(cpu="4", memory="lots"))
+    counted = node_allocatable(node(allocatable={"cpu": "4", "memory": "lots"}))
     assert counted.allocatable == {"cpu": 4000}
     assert len(counted.warnings) == 1
     assert counted.warnings[0].startswith("Node n1: allocatable memory 'lots' left out")

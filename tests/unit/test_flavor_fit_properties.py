@@ -28,10 +28,10 @@ from quotree.models import (
     FlavorConfig,
     NodeConfig,
     PodFacts,
-    parse_node,
 )
 from quotree.options import EngineOptions
 from quotree.simulate import SimulatedEngine
+from tests.unit.objects import cohort_config, quota_config
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GPU = "nvidia.com/gpu"
@@ -45,19 +45,6 @@ class World:
     namespaces: list[str]
     capacity: dict[str, int]  # GPUs per flavor's node pool
     cpu: int
-
-
-def _node(
-    kind: str, name: str, parent: str | None, spec: dict[str, Any], tree: str | None = None
-) -> NodeConfig:
-    metadata: dict[str, Any] = {"name": name}
-    if kind == "ElasticQuota":
-        metadata["namespace"] = name
-    if parent:
-        spec["parent"] = parent
-    if tree:
-        spec["tree"] = tree
-    return parse_node({"kind": kind, "metadata": metadata, "spec": spec})
 
 
 def _entry(draw: st.DrawFn, model: str, low: int) -> dict[str, Any]:
@@ -114,8 +101,10 @@ def _tree(
             "flavors": entries[name],
             "min": {k: str(v) for k, v in mins[name].items()},
         }
-        kind = "ElasticQuota" if name in quotas else "Cohort"
-        configs.append(_node(kind, name, parents[name], spec, tree))
+        if tree:
+            spec["tree"] = tree
+        build = quota_config if name in quotas else cohort_config
+        configs.append(build(name, parents[name], **spec))
     return configs, quotas
 
 

@@ -11,11 +11,11 @@ quota holds back (by cpu) while a sibling wants the GPUs of its other flavor.
 
 from __future__ import annotations
 
-from typing import Any
-
 from quotree.engine import Engine, PodState
-from quotree.models import FlavorConfig, NodeConfig, PodFacts, parse_node
+from quotree.models import FlavorConfig, NodeConfig, PodFacts
 from quotree.options import EngineOptions
+from tests.unit.builders import pod
+from tests.unit.objects import quota_config as eq
 
 GPU = "nvidia.com/gpu"
 A100 = FlavorConfig("a100", {"gpu": "a100"})
@@ -23,20 +23,12 @@ H100 = FlavorConfig("h100", {"gpu": "h100"})
 TWO_EACH = {"flavors": [{"name": "a100", "min": {GPU: "2"}}, {"name": "h100", "min": {GPU: "2"}}]}
 
 
-def eq(name: str, **spec: Any) -> NodeConfig:
-    return parse_node(
-        {"kind": "ElasticQuota", "metadata": {"name": name, "namespace": name}, "spec": spec}
-    )
-
-
-def pod(namespace: str, name: str, *, flavor: str | None = None, gated: bool = True) -> PodFacts:
-    return PodFacts(
-        namespace,
-        name,
-        {GPU: 1},
-        gated=gated,
-        node_selector={"gpu": flavor} if flavor else {},
-    )
+def gpu_pod(
+    namespace: str, name: str, *, flavor: str | None = None, gated: bool = True
+) -> PodFacts:
+    """A pod asking for one GPU, on `flavor` if named."""
+    selector = {"gpu": flavor} if flavor else {}
+    return pod(namespace, name, {GPU: 1}, created=0.0, gated=gated, selector=selector)
 
 
 def engine(holds: bool, *configs: NodeConfig) -> Engine:
@@ -77,8 +69,8 @@ def full_cluster(holds: bool) -> Engine:
     for team in ("team-a", "team-b"):
         for flavor in ("a100", "h100"):
             for i in range(2):
-                eng.observe_pod(pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
-        eng.observe_pod(pod(team, "waiting"))
+                eng.observe_pod(gpu_pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
+        eng.observe_pod(gpu_pod(team, "waiting"))
     assert run(eng, 0.0, 0.0) == []
     assert eng.pods["team-a/waiting"].state is PodState.PENDING
     assert eng.pods["team-b/waiting"].flavor == "a100"
@@ -92,7 +84,7 @@ def more_pods(eng: Engine) -> None:
     """Each team gets one more pod: both queues are looked at again (in the benchmark,
     room growing in another resource does the same)."""
     for team in ("team-a", "team-b"):
-        eng.observe_pod(pod(team, "x-later"))  # after "waiting" in the queue (by name)
+        eng.observe_pod(gpu_pod(team, "x-later"))  # after "waiting" in the queue (by name)
 
 
 def test_a_gpu_the_quota_frees_on_another_flavor_goes_to_its_own_waiting_pod() -> None:
@@ -137,13 +129,13 @@ def test_nothing_is_held_when_the_freed_flavor_is_not_allowed_to_the_waiting_pod
     for team in ("team-a", "team-b"):
         for flavor in ("a100", "h100"):
             for i in range(2):
-                eng.observe_pod(pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
-    eng.observe_pod(pod("team-b", "a100-only", flavor="a100"))
-    eng.observe_pod(pod("team-a", "waiting"))
+                eng.observe_pod(gpu_pod(team, f"{flavor}-{i}", flavor=flavor, gated=False))
+    eng.observe_pod(gpu_pod("team-b", "a100-only", flavor="a100"))
+    eng.observe_pod(gpu_pod("team-a", "waiting"))
     run(eng, 0.0, 0.0)
     eng.forget_pod("team-b/h100-0")
     assert eng.holds.held("team-b") == {}
-    eng.observe_pod(pod("team-a", "x-later"))  # team-a's queue is looked at again
+    eng.observe_pod(gpu_pod("team-a", "x-later"))  # team-a's queue is looked at again
     run(eng, 1.0, 1.0)
     # team-b's pod may not use h100: the GPU is lent to team-a as before.
     assert eng.pods["team-a/waiting"].state is PodState.ADMITTED
@@ -161,7 +153,7 @@ def lent_on_both(holds: bool) -> Engine:
     eng = engine(holds, eq("team-a", **TWO_EACH), eq("team-b", **borrower))
     for flavor in ("a100", "h100"):
         for i in range(4):
-            eng.observe_pod(pod("team-b", f"{flavor}-{i}", flavor=flavor))
+            eng.observe_pod(gpu_pod("team-b", f"{flavor}-{i}", flavor=flavor))
     assert run(eng, 0.0, 0.0) == []
     assert len(admitted_on(eng, "team-b", "a100")) == len(admitted_on(eng, "team-b", "h100")) == 4
     return eng
@@ -173,7 +165,7 @@ def test_the_default_rule_reclaims_on_both_flavors_for_one_pod() -> None:
     # the h100 one was evicted for nothing.
     assert EngineOptions().holds
     eng = lent_on_both(True)
-    eng.observe_pod(pod("team-a", "new"))
+    eng.observe_pod(gpu_pod("team-a", "new"))
     evicted = run(eng, 1.0, 40.0)
     assert len(evicted) == 2
     assert eng.pods["team-a/new"].state is PodState.ADMITTED
@@ -200,7 +192,7 @@ def cpu_bound(holds: bool) -> Engine:
     eng.observe_pod(PodFacts("team-a", "gpu", {"cpu": 1000, GPU: 1}, gated=True))
     run(eng, 0.0, 0.0)
     for i in range(4):
-        eng.observe_pod(pod("team-b", f"h100-{i}", flavor="h100"))
+        eng.observe_pod(gpu_pod("team-b", f"h100-{i}", flavor="h100"))
     run(eng, 1.0, 1.0)
     return eng
 

@@ -14,20 +14,13 @@ from quotree.models import FlavorConfig, NodeConfig, PodFacts, parse_node
 from quotree.options import EngineOptions
 from quotree.quantity import UNLIMITED
 from quotree.simulate import SimulatedEngine
+from tests.unit.builders import pod
+from tests.unit.objects import quota_config
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GPU = "nvidia.com/gpu"
 MODELS = ("a", "b", "c")
 FLAVORS = {m: FlavorConfig(m, {"model": m}) for m in MODELS}
-
-
-def quota(name: str, parent: str | None, entries: list[dict[str, Any]]) -> NodeConfig:
-    spec: dict[str, Any] = {"flavors": entries}
-    if parent:
-        spec["parent"] = parent
-    return parse_node(
-        {"kind": "ElasticQuota", "metadata": {"name": name, "namespace": name}, "spec": spec}
-    )
 
 
 selectors = st.one_of(
@@ -39,15 +32,7 @@ selectors = st.one_of(
 
 def gpu_pod(ns: str, name: str, gpus: int, selector: tuple[Any, Any], created: float) -> PodFacts:
     node_selector, affinity = selector
-    return PodFacts(
-        ns,
-        name,
-        {GPU: gpus},
-        gated=True,
-        created=created,
-        node_selector=node_selector,
-        node_affinity=affinity,
-    )
+    return pod(ns, name, {GPU: gpus}, created=created, selector=node_selector, affinity=affinity)
 
 
 @PROPERTY
@@ -73,7 +58,7 @@ def test_charged_flavor_is_the_first_allowed_that_fits(
     eng = SimulatedEngine()
     for flavor in FLAVORS.values():
         eng.set_flavor(flavor)
-    eng.set_config(quota("team", None, entries))
+    eng.set_config(quota_config("team", flavors=entries))
     for m in MODELS:
         eng.set_cluster_node(m, {GPU: capacity[m]}, {"model": m})
     limit = {m: min(UNLIMITED if maxes[m] is None else maxes[m], capacity[m]) for m in MODELS}
@@ -130,7 +115,7 @@ def flavored_trees(draw: st.DrawFn) -> list[NodeConfig]:
             if draw(st.booleans()):
                 entry["sharedWeight"] = {GPU: str(draw(st.integers(0, 3)))}
             entries.append(entry)
-        configs.append(quota(f"q{q}", draw(st.sampled_from(["org", None])), entries))
+        configs.append(quota_config(f"q{q}", draw(st.sampled_from(["org", None])), flavors=entries))
     return configs
 
 

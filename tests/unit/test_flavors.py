@@ -27,21 +27,13 @@ from quotree.models import (
 from quotree.rules import check_apply, tree_problems
 from quotree.simulate import SimulatedEngine
 from quotree.structure import Structure
+from tests.unit.builders import pod
+from tests.unit.objects import cohort_config as coh
+from tests.unit.objects import quota_config as eq
 
 GPU = "nvidia.com/gpu"
 A100 = FlavorConfig("a100", {"gpu": "a100"})
 H100 = FlavorConfig("h100", {"gpu": "h100"})
-
-
-def eq(name: str, parent: str | None = None, **spec: Any) -> NodeConfig:
-    body: dict[str, Any] = {"parent": parent, **spec} if parent else dict(spec)
-    return parse_node(
-        {"kind": "ElasticQuota", "metadata": {"name": name, "namespace": name}, "spec": body}
-    )
-
-
-def coh(name: str, **spec: Any) -> NodeConfig:
-    return parse_node({"kind": "Cohort", "metadata": {"name": name}, "spec": spec})
 
 
 def gpu_pod(
@@ -56,16 +48,17 @@ def gpu_pod(
     labels: Mapping[str, str] | None = None,
     node: str | None = None,
 ) -> PodFacts:
-    return PodFacts(
-        namespace=namespace,
-        name=name,
-        request={GPU: gpus, "cpu": 1000},
-        labels=dict(labels or {}),
+    return pod(
+        namespace,
+        name,
+        {GPU: gpus, "cpu": 1000},
+        labels=labels,
         priority=priority,
+        created=0.0,
         gated=gated,
-        node_name=node,
-        node_selector=dict(selector or {}),
-        node_affinity=affinity,
+        node=node,
+        selector=selector,
+        affinity=affinity,
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 from quotree import cli
 from quotree.report import COLUMNS, render_tree
 from quotree_kubectl import cli as plugin_cli
-from tests.unit.live_objects import live_cluster, pod
+from tests.unit.live_objects import live_cluster, quota_pod
 
 COMMANDS: list[tuple[str, Callable[[], argparse.ArgumentParser]]] = [
     ("quotree", cli._parser),
@@ -88,7 +88,7 @@ def test_the_plugin_lists_its_subcommands_one_line_each(
 
 def test_the_plugins_tree_says_what_unmanaged_pods_hold_in_the_units_written() -> None:
     state = live_cluster()
-    dns = pod("kube-system", "dns", "1", gated=False, created="2026-01-01T00:00:00Z")
+    dns = quota_pod("kube-system", "dns", "1", gated=False, created="2026-01-01T00:00:00Z")
     dns["spec"]["containers"][0]["resources"]["requests"]["memory"] = "100M"
     state.pods[3] = dns
     state.nodes[0]["status"]["allocatable"]["memory"] = "16G"

@@ -15,7 +15,7 @@ from quotree_kubectl.cluster import PluginError, live_documents
 from quotree_kubectl.tree_view import pending_reasons, tree_report
 from quotree_kubectl.what_if import render_what_if, what_if
 from quotree_kubectl.why import why
-from tests.unit.live_objects import live_cluster, node
+from tests.unit.live_objects import cluster_node, live_cluster
 
 
 def _docs(text: str) -> list[tuple[str, dict[str, Any]]]:
@@ -192,7 +192,7 @@ metadata: {name: team-b, namespace: ns-b}
 spec: {parent: research, min: {cpu: "1"}, max: {cpu: "8"}}
 """
     )
-    state.nodes.append(node("node-3", "8"))
+    state.nodes.append(cluster_node("node-3", "8"))
     result = what_if(state, proposal)
     assert result.refused == []
     assert result.after["nodes"]["team-a"]["runtime"]["cpu"] == "7"

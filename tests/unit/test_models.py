@@ -6,21 +6,15 @@ import pytest
 
 from quotree.models import ConfigError, effective_request, parse_node, pod_facts
 from quotree.quantity import UNLIMITED
-
-
-def eq(spec: dict[str, Any], name: str = "team-a", namespace: str = "team-a") -> dict[str, Any]:
-    return {
-        "apiVersion": "quotree.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
+from tests.unit.objects import quota
 
 
 def test_parse_elastic_quota_all_fields() -> None:
     config = parse_node(
-        eq(
-            {
+        quota(
+            "team-a",
+            "team-a",
+            **{
                 "parent": "research",
                 "min": {"cpu": "10", "memory": "20Gi"},
                 "max": {"cpu": "20"},
@@ -29,7 +23,7 @@ def test_parse_elastic_quota_all_fields() -> None:
                 "borrowingLimit": {"cpu": "5"},
                 "namespaces": ["team-a-dev"],
                 "preemption": {"withinQuota": "Never"},
-            }
+            },
         )
     )
     assert config.kind == "ElasticQuota"
@@ -47,7 +41,7 @@ def test_parse_elastic_quota_all_fields() -> None:
 
 
 def test_capacity_scheduling_yaml_is_accepted() -> None:
-    config = parse_node(eq({"min": {"cpu": 4}, "max": {"cpu": 6}}))
+    config = parse_node(quota("team-a", "team-a", **{"min": {"cpu": 4}, "max": {"cpu": 6}}))
     assert config.min == {"cpu": 4000}
     assert config.preempt_within_quota is True
     assert config.max["cpu"] < UNLIMITED
@@ -68,7 +62,7 @@ def test_capacity_scheduling_yaml_is_accepted() -> None:
 )
 def test_parse_errors_are_one_line_and_name_the_field(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        parse_node(eq(spec))
+        parse_node(quota("team-a", "team-a", **spec))
     text = str(caught.value)
     assert message in text
     assert "\n" not in text

@@ -7,33 +7,30 @@ from typing import Any
 import pytest
 
 from quotree import ConfigError, parse_node
-
-
-def _quota(spec: Any, name: Any = "q") -> dict[str, Any]:
-    return {"kind": "ElasticQuota", "metadata": {"name": name, "namespace": "n"}, "spec": spec}
+from tests.unit.objects import quota
 
 
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
         # A name with a line break used to split the message in two.
-        (_quota({}, name="a\nb"), "ElasticQuota a\\nb: metadata.name must be a valid object name"),
-        (_quota({"bad\nkey": 1}), "ElasticQuota q: spec.bad\\nkey: unknown field"),
+        (quota("a\nb", "n"), "ElasticQuota a\\nb: metadata.name must be a valid object name"),
+        (quota("q", "n", **{"bad\nkey": 1}), "ElasticQuota q: spec.bad\\nkey: unknown field"),
         # A wrong type used to read "spec.min.cpu.str: Input should be a valid string (and 2 more)".
         (
-            _quota({"min": {"cpu": [1]}}),
+            quota("q", "n", min={"cpu": [1]}),
             "ElasticQuota q: spec.min.cpu: "
             'must be a quantity (a string such as "500m" or a number), not [1]',
         ),
         # Every problem is listed: fixing one never reveals another.
         (
-            _quota({"min": {"cpu": [1], "memory": {}}}),
+            quota("q", "n", min={"cpu": [1], "memory": {}}),
             "ElasticQuota q: spec.min.cpu: "
             'must be a quantity (a string such as "500m" or a number), not [1]; '
             'spec.min.memory: must be a quantity (a string such as "500m" or a number), not {}',
         ),
         (
-            _quota({"mni": {"cpu": "1"}, "max": {"cpu": "x"}, "preemption": 5}),
+            quota("q", "n", mni={"cpu": "1"}, max={"cpu": "x"}, preemption=5),
             "ElasticQuota q: spec.max: cpu: 'x' is not a quantity "
             '(want e.g. "500m", "4", "40Gi"); spec.preemption: must be an object, not 5; '
             "spec.mni: unknown field",

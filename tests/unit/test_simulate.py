@@ -22,7 +22,7 @@ spec: {min: {cpu: "4"}, max: {cpu: "4"}}
 """
 
 
-def pod(name: str, cpu: str, extra: str = "", ns: str = "a") -> str:
+def pod_yaml(name: str, cpu: str, extra: str = "", ns: str = "a") -> str:
     return f"""---
 apiVersion: v1
 kind: Pod
@@ -44,7 +44,7 @@ def run(tmp_path: Path, text: str, *args: str) -> tuple[int, str, str]:
 
 
 def test_json_report_has_the_stable_keys(tmp_path: Path) -> None:
-    code, out, err = run(tmp_path, HEADER + pod("p1", "1"), "-o", "json")
+    code, out, err = run(tmp_path, HEADER + pod_yaml("p1", "1"), "-o", "json")
     assert code == 0, err
     report = json.loads(out)
     assert list(report) == ["capacity", "nodes", "pods"]
@@ -65,10 +65,10 @@ def test_json_report_has_the_stable_keys(tmp_path: Path) -> None:
 def test_running_pods_and_unmanaged_pods(tmp_path: Path) -> None:
     text = (
         HEADER
-        + pod("old", "3").replace("spec: {", "spec: {nodeName: n1, ")
-        + pod("dns", "2", ns="kube-system")
-        + pod("free", "1", ns="elsewhere")
-        + pod("new", "2")
+        + pod_yaml("old", "3").replace("spec: {", "spec: {nodeName: n1, ")
+        + pod_yaml("dns", "2", ns="kube-system")
+        + pod_yaml("free", "1", ns="elsewhere")
+        + pod_yaml("new", "2")
     )
     code, out, err = run(tmp_path, text, "-o", "json")
     assert code == 0, err
@@ -86,13 +86,13 @@ def test_creation_timestamp_overrides_document_order(tmp_path: Path) -> None:
     running = "spec: {nodeName: n1, "
     text = (
         HEADER
-        + pod("newer", "2", ", creationTimestamp: '2024-01-01T00:00:09Z'").replace(
+        + pod_yaml("newer", "2", ", creationTimestamp: '2024-01-01T00:00:09Z'").replace(
             "spec: {", running
         )
-        + pod("older", "2", ", creationTimestamp: '2024-01-01T00:00:01Z'").replace(
+        + pod_yaml("older", "2", ", creationTimestamp: '2024-01-01T00:00:01Z'").replace(
             "spec: {", running
         )
-        + pod("urgent", "2").replace("spec: {", "spec: {priority: 100, ")
+        + pod_yaml("urgent", "2").replace("spec: {", "spec: {priority: 100, ")
     )
     code, out, err = run(tmp_path, text, "-o", "json")
     assert code == 0, err
@@ -103,7 +103,7 @@ def test_creation_timestamp_overrides_document_order(tmp_path: Path) -> None:
 
 
 def test_table_output_reads_as_a_tree(tmp_path: Path) -> None:
-    code, out, _ = run(tmp_path, HEADER + pod("p1", "1"))
+    code, out, _ = run(tmp_path, HEADER + pod_yaml("p1", "1"))
     assert code == 0
     assert out.startswith("cluster (capacity: cpu 10)")
     assert "└─ a (eq)" in out
@@ -130,14 +130,14 @@ def test_table_output_reads_as_a_tree(tmp_path: Path) -> None:
             "ElasticQuota b: min cpu 2 would make the children of Cohort r need 2 in all, "
             "over r's min of 1",
         ),
-        (HEADER + pod("p", "1", ", labels: {quotree.io/quota-name: zz}"), "Pod a/p: rejected"),
+        (HEADER + pod_yaml("p", "1", ", labels: {quotree.io/quota-name: zz}"), "Pod a/p: rejected"),
         (
-            HEADER + pod("p", "lots"),
+            HEADER + pod_yaml("p", "lots"),
             "document 3: Pod a/p: spec.containers[0].resources.requests.cpu: 'lots' is not a",
         ),
         ("a: [unclosed\n", "line"),
         (HEADER.replace("quotree.io/v1alpha1", "scheduling.x-k8s.io/v1alpha1"), "apiVersion"),
-        (HEADER + pod("p", "1") + pod("p", "1"), "Pod a/p: defined twice"),
+        (HEADER + pod_yaml("p", "1") + pod_yaml("p", "1"), "Pod a/p: defined twice"),
     ],
 )
 def test_bad_input_is_one_line_and_exits_non_zero(tmp_path: Path, text: str, message: str) -> None:
@@ -156,7 +156,7 @@ def test_missing_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_missing_parent_is_a_warning_and_the_subtree_waits(tmp_path: Path) -> None:
     text = HEADER.replace('spec: {min: {cpu: "4"}', 'spec: {parent: nowhere, min: {cpu: "4"}')
-    code, out, err = run(tmp_path, text + pod("p", "1"), "-o", "json")
+    code, out, err = run(tmp_path, text + pod_yaml("p", "1"), "-o", "json")
     assert code == 0
     report = json.loads(out)
     assert report["pods"]["a/p"]["state"] == "pending"
@@ -175,7 +175,7 @@ spec: {tree: projects, max: {cpu: "2"}}
 
 
 def test_table_groups_the_nodes_by_tree(tmp_path: Path) -> None:
-    code, out, err = run(tmp_path, FOREST + pod("p1", "1") + pod("p2", "2"))
+    code, out, err = run(tmp_path, FOREST + pod_yaml("p1", "1") + pod_yaml("p2", "2"))
     assert code == 0, err
     lines = out.splitlines()
     assert lines[2] == "tree default"
@@ -186,7 +186,7 @@ def test_table_groups_the_nodes_by_tree(tmp_path: Path) -> None:
 
 
 def test_json_names_each_node_s_tree_and_each_pod_s_quotas(tmp_path: Path) -> None:
-    code, out, err = run(tmp_path, FOREST + pod("p1", "1"), "-o", "json")
+    code, out, err = run(tmp_path, FOREST + pod_yaml("p1", "1"), "-o", "json")
     assert code == 0, err
     report = json.loads(out)
     assert report["nodes"]["a"]["tree"] == "default"
@@ -196,7 +196,7 @@ def test_json_names_each_node_s_tree_and_each_pod_s_quotas(tmp_path: Path) -> No
 
 
 def test_a_label_naming_a_quota_of_another_tree_is_refused(tmp_path: Path) -> None:
-    text = FOREST + pod("p", "1", ", labels: {quotree.io/quota-name.projects: a}")
+    text = FOREST + pod_yaml("p", "1", ", labels: {quotree.io/quota-name.projects: a}")
     code, _, err = run(tmp_path, text, "-o", "json")
     assert code == 1
     assert err.strip().endswith(

@@ -21,7 +21,7 @@ status: {{allocatable: {{{allocatable}}}}}
 """
 
 
-def quota(name: str, spec: str, namespace: str | None = None) -> str:
+def quota_yaml(name: str, spec: str, namespace: str | None = None) -> str:
     return f"""---
 apiVersion: quotree.io/v1alpha1
 kind: ElasticQuota
@@ -30,7 +30,7 @@ spec: {{{spec}}}
 """
 
 
-def pod(key: str, requests: str, spec: str = "") -> str:
+def pod_yaml(key: str, requests: str, spec: str = "") -> str:
     namespace, name = key.split("/")
     return f"""---
 apiVersion: v1
@@ -62,12 +62,12 @@ def test_long_names_and_numbers_never_run_together(tmp_path: Path) -> None:
     big = "10000000000"  # wider than the MIN column, as the other numbers below are
     text = (
         NODE.format(allocatable=f'memory: "{big}0000", example.com/a-rather-long-resource: 5')
-        + quota(
+        + quota_yaml(
             "a-quota-whose-name-is-much-longer-than-the-tree-column",
             f'min: {{memory: "{big}"}}, max: {{example.com/a-rather-long-resource: 3}}',
             namespace="a",
         )
-        + pod("a/p", 'memory: "1000000000"')
+        + pod_yaml("a/p", 'memory: "1000000000"')
     )
     out = table(tmp_path, text)
     assert cells(out, "a-quota-whose-name-is-much-longer-than-the-tree-column", "memory") == {
@@ -106,7 +106,7 @@ def test_numbers_are_right_aligned_under_their_titles() -> None:
 def test_quantities_print_in_the_units_they_were_written_in(
     tmp_path: Path, written: str, shown: str
 ) -> None:
-    text = NODE.format(allocatable='memory: "64Gi", cpu: "8"') + quota(
+    text = NODE.format(allocatable='memory: "64Gi", cpu: "8"') + quota_yaml(
         "a", f'min: {{memory: "{written}", cpu: "500m"}}'
     )
     out = table(tmp_path, text)
@@ -117,7 +117,9 @@ def test_quantities_print_in_the_units_they_were_written_in(
 def test_the_json_report_keeps_the_operators_quantities(tmp_path: Path) -> None:
     """Only the table follows the input's units: the JSON says what the status says."""
     path = tmp_path / "input.yaml"
-    path.write_text(NODE.format(allocatable='memory: "4G"') + quota("a", 'min: {memory: "1G"}'))
+    path.write_text(
+        NODE.format(allocatable='memory: "4G"') + quota_yaml("a", 'min: {memory: "1G"}')
+    )
     assert to_json(simulate([path]))["nodes"]["a"]["min"] == {"memory": "1000000000"}
 
 
@@ -126,13 +128,13 @@ def scaled_cluster() -> str:
     to 3500m each; a's third pod does not fit."""
     return (
         NODE.format(allocatable='cpu: "10"')
-        + quota("a", 'min: {cpu: "4"}, max: {cpu: "4"}')
-        + quota("b", 'min: {cpu: "4"}')
-        + pod("kube-system/dns", 'cpu: "3"', spec="nodeName: n1, ")
-        + pod("a/p1", 'cpu: "2"')
-        + pod("a/p2", 'cpu: "1500m"')
-        + pod("a/p3", 'cpu: "1"')
-        + pod("b/q1", 'cpu: "1"')
+        + quota_yaml("a", 'min: {cpu: "4"}, max: {cpu: "4"}')
+        + quota_yaml("b", 'min: {cpu: "4"}')
+        + pod_yaml("kube-system/dns", 'cpu: "3"', spec="nodeName: n1, ")
+        + pod_yaml("a/p1", 'cpu: "2"')
+        + pod_yaml("a/p2", 'cpu: "1500m"')
+        + pod_yaml("a/p3", 'cpu: "1"')
+        + pod_yaml("b/q1", 'cpu: "1"')
     )
 
 
@@ -148,7 +150,7 @@ def test_a_scaled_guarantee_is_shown_as_such(tmp_path: Path) -> None:
 
 
 def test_a_guarantee_that_is_not_scaled_shows_the_min_alone(tmp_path: Path) -> None:
-    text = NODE.format(allocatable='cpu: "10"') + quota("a", 'min: {cpu: "4"}')
+    text = NODE.format(allocatable='cpu: "10"') + quota_yaml("a", 'min: {cpu: "4"}')
     assert table_report(simulate([_write(tmp_path, text)]))["nodes"]["a"]["scaledMin"] == {}
     assert cells(table(tmp_path, text), "a", "cpu")["MIN"] == "4"
 
@@ -167,15 +169,15 @@ def test_the_header_says_what_unmanaged_pods_hold(tmp_path: Path) -> None:
 
 
 def test_the_header_without_unmanaged_pods_is_the_capacity(tmp_path: Path) -> None:
-    text = NODE.format(allocatable='cpu: "10", memory: 4G') + quota("a", 'min: {cpu: "4"}')
+    text = NODE.format(allocatable='cpu: "10", memory: 4G') + quota_yaml("a", 'min: {cpu: "4"}')
     assert table(tmp_path, text).splitlines()[0] == "cluster (capacity: cpu 10, memory 4G)"
 
 
 def test_the_header_keeps_the_units_of_what_it_subtracts(tmp_path: Path) -> None:
     text = (
         NODE.format(allocatable='cpu: "4", memory: 4G')
-        + quota("a", 'min: {memory: "1G"}')
-        + pod("kube-system/dns", 'cpu: "250m", memory: 100M', spec="nodeName: n1, ")
+        + quota_yaml("a", 'min: {memory: "1G"}')
+        + pod_yaml("kube-system/dns", 'cpu: "250m", memory: 100M', spec="nodeName: n1, ")
     )
     assert table(tmp_path, text).splitlines()[0] == (
         "cluster (capacity: cpu 3750m, memory 3900M; unmanaged pods hold cpu 250m of 4, "
@@ -186,7 +188,9 @@ def test_the_header_keeps_the_units_of_what_it_subtracts(tmp_path: Path) -> None
 def test_a_missing_parent_is_warned_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    text = NODE.format(allocatable='cpu: "10"') + quota("a", 'parent: nowhere, min: {cpu: "1"}')
+    text = NODE.format(allocatable='cpu: "10"') + quota_yaml(
+        "a", 'parent: nowhere, min: {cpu: "1"}'
+    )
     path = _write(tmp_path, text)
     assert main(["simulate", str(path)]) == 0
     out = capsys.readouterr().out
@@ -203,7 +207,7 @@ kind: Cohort
 metadata: {name: later}
 spec: {min: {cpu: "2"}}
 """
-    text = NODE.format(allocatable='cpu: "10"') + quota("a", "parent: later") + cohort
+    text = NODE.format(allocatable='cpu: "10"') + quota_yaml("a", "parent: later") + cohort
     assert simulate([_write(tmp_path, text)]).warnings == []
 
 

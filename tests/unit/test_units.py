@@ -60,26 +60,26 @@ def test_format_in_family(
     assert format_in_family(amount, resource, family) == shown
 
 
-def quota(**min_: object) -> dict[str, Any]:
+def quota_doc(**min_: object) -> dict[str, Any]:
     return {"kind": "ElasticQuota", "spec": {"min": min_}}
 
 
 def test_the_family_written_more_often_wins_and_the_first_on_a_tie() -> None:
     units = Units()
-    for doc in (quota(memory="1Gi"), quota(memory="1G"), quota(memory="2G")):
+    for doc in (quota_doc(memory="1Gi"), quota_doc(memory="1G"), quota_doc(memory="2G")):
         units.note_object(doc)
     assert units.family("memory") is D
     for first, second, family in (("1G", "1Gi", D), ("1Gi", "1G", B)):
         tie = Units()
-        tie.note_object(quota(memory=first))
-        tie.note_object(quota(memory=second))
+        tie.note_object(quota_doc(memory=first))
+        tie.note_object(quota_doc(memory=second))
         assert tie.family("memory") is family
 
 
 def test_nodes_count_only_for_resources_nothing_else_names() -> None:
     units = Units()
     node = {"kind": "Node", "status": {"allocatable": {"memory": "64Gi", "pods": "110"}}}
-    for doc in (node, node, quota(memory="1G")):
+    for doc in (node, node, quota_doc(memory="1G")):
         units.note_object(doc)
     assert units.family("memory") is D
     assert units.family("pods") is P
@@ -122,7 +122,7 @@ def test_malformed_objects_are_no_error() -> None:
 
 def test_restyle_keeps_what_is_not_a_quantity() -> None:
     units = Units()
-    units.note_object(quota(memory="1G"))
+    units.note_object(quota_doc(memory="1G"))
     assert units.restyle({"memory": "1000000000", "cpu": "unlimited"}) == {
         "memory": "1G",
         "cpu": "unlimited",

@@ -149,7 +149,7 @@ globalDefault: true
 """
 
 
-def pod(name: str, **spec: Any) -> dict[str, Any]:
+def pod_doc(name: str, **spec: Any) -> dict[str, Any]:
     containers = [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]
     return {
         "apiVersion": "v1",
@@ -164,8 +164,8 @@ def test_priority_class_name_gives_the_class_value(tmp_path: Path) -> None:
     # (priority 0 for both) nothing would be preempted.
     report = sim(
         tmp_path,
-        pod("low", nodeName="n1"),
-        pod("urgent", priorityClassName="high"),
+        pod_doc("low", nodeName="n1"),
+        pod_doc("urgent", priorityClassName="high"),
         extra=CLASSES,
     )
     assert report["pods"]["team/low"]["state"] == "preempted"
@@ -174,7 +174,7 @@ def test_priority_class_name_gives_the_class_value(tmp_path: Path) -> None:
 
 def test_the_global_default_applies_to_pods_without_a_class(tmp_path: Path) -> None:
     # `old` runs at 0 (an explicit priority is kept); `new` gets the default 10 and preempts.
-    report = sim(tmp_path, pod("old", nodeName="n1", priority=0), pod("new"), extra=CLASSES)
+    report = sim(tmp_path, pod_doc("old", nodeName="n1", priority=0), pod_doc("new"), extra=CLASSES)
     assert report["pods"]["team/old"]["state"] == "preempted"
     assert report["pods"]["team/new"]["state"] == "admitted"
 
@@ -183,12 +183,12 @@ def test_a_missing_priority_class_names_the_pod(tmp_path: Path) -> None:
     with pytest.raises(
         SimulationError, match=r"document 5: Pod team/p: no PriorityClass 'urgent'$"
     ):
-        sim(tmp_path, pod("p", priorityClassName="urgent"), extra=CLASSES)
+        sim(tmp_path, pod_doc("p", priorityClassName="urgent"), extra=CLASSES)
 
 
 def test_a_priority_that_differs_from_its_class_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SimulationError, match=r"spec\.priority 5 differs from the value 1000"):
-        sim(tmp_path, pod("p", priorityClassName="high", priority=5), extra=CLASSES)
+        sim(tmp_path, pod_doc("p", priorityClassName="high", priority=5), extra=CLASSES)
 
 
 def test_two_global_defaults_are_refused(tmp_path: Path) -> None:
@@ -200,5 +200,5 @@ def test_two_global_defaults_are_refused(tmp_path: Path) -> None:
 
 
 def test_built_in_classes_need_no_document(tmp_path: Path) -> None:
-    report = sim(tmp_path, pod("p", priorityClassName="system-cluster-critical"))
+    report = sim(tmp_path, pod_doc("p", priorityClassName="system-cluster-critical"))
     assert report["pods"]["team/p"]["state"] == "admitted"

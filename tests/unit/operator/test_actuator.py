@@ -9,37 +9,31 @@ from quotree_operator.actuator import Actuator
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
 from quotree_operator.kube_errors import KubeError
-from tests.unit.operator.fake_kube import AdmitRecorder, pod
+from tests.unit.objects import pod
+from tests.unit.operator import fake_kube
 
 
 def gated(*gates: str) -> dict[str, Any]:
-    return pod("p", *gates, uid="u-1")
+    return pod("team", "p", gates=gates, uid="u-1")
 
 
-class FakeKube(AdmitRecorder):
+class FakeKube(fake_kube.FakeKube):
+    """The API holds `current` (pod team/p); the first admissions fail with `admit_errors`."""
+
     def __init__(self, admit_errors: list[KubeError], current: dict[str, Any]) -> None:
         super().__init__()
-        self.admit_errors = admit_errors
-        self.current = current
-        self.events: list[tuple[str, str | None]] = []
-        self.reads = 0
+        self.fail_next("admit", *admit_errors)
+        self.put_pod(current)
 
-    def answer_admit(self, name: str) -> None:
-        if self.admit_errors:
-            raise self.admit_errors.pop(0)
-
-    async def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        self.reads += 1
-        return self.current
-
-    async def pod_event(self, namespace: str, name: str, **event: Any) -> None:
-        self.events.append((event["reason"], event["uid"]))
+    @property
+    def events(self) -> list[tuple[str, str | None]]:
+        return [(event.reason, event.uid) for event in self.pod_events]
 
 
 def actuator_for(kube: FakeKube, seen: dict[str, Any]) -> Actuator:
-    controller = Controller(OperatorConfig(), kube=kube)  # type: ignore[arg-type]
+    controller = Controller(OperatorConfig(), kube=kube)
     controller.inputs.observe_pod(seen, deleted=False)
-    return Actuator(kube, controller.inputs, concurrency=4)  # type: ignore[arg-type]
+    return Actuator(kube, controller.inputs, concurrency=4)
 
 
 async def test_stale_gates_are_read_again_and_the_admission_retried() -> None:

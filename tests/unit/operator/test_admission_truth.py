@@ -9,6 +9,7 @@ The API is a scripted fake (no cluster); the engine and the operator's inputs ar
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -20,66 +21,63 @@ from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
 from quotree_operator.inputs import Inputs
 from quotree_operator.kube_errors import KubeError
-from tests.unit.operator.fake_kube import AdmitRecorder, pod
+from tests.unit.objects import node, pod, quota
+from tests.unit.operator import fake_kube
 
 DOWN = KubeError(0, "Pod team/p0: remove gate: ClientConnectorError: connection refused")
 
 
+def gated(name: str) -> dict[str, Any]:
+    return pod("team", name, uid=f"u-{name}")
+
+
 def ungated(name: str) -> dict[str, Any]:
-    body = pod(name)
-    body["spec"]["schedulingGates"] = []
-    return body
+    return pod("team", name, gates=[], uid=f"u-{name}")
 
 
-class FakeKube(AdmitRecorder):
-    """Admissions and reads fail while `down`; `applied` admissions took effect anyway."""
+class FakeKube(fake_kube.FakeKube):
+    """Admissions and Events fail while `down`; reads fail `reads_down` times; an admission
+    may take effect and its answer be lost (`apply_then_fail`, `lose_first_answer`)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.down = False
         self.apply_then_fail = False  # the write lands, the answer is lost
         self.lose_first_answer = False  # the first write lands, its answer is lost, once
         self.lose_event_answer = False  # the next Event is written, its answer lost
-        self.event_names: set[str] = set()
         self.reads_down = 0  # this many reads fail before the API answers
-        self.pods: dict[str, dict[str, Any]] = {}
-        self.events: list[tuple[str, str, str]] = []
 
-    def answer_admit(self, name: str) -> None:
-        if self.down:
-            raise DOWN
-        if not self.pods[name]["spec"]["schedulingGates"]:
-            raise KubeError(422, "test op failed: the gate is not there")
+    async def admit(
+        self, namespace: str, name: str, gates: Sequence[str], *args: Any, **kwargs: Any
+    ) -> None:
+        await super().admit(namespace, name, gates, *args, **kwargs)
         if self.lose_first_answer:
             self.lose_first_answer = False
-            self.pods[name]["spec"]["schedulingGates"] = []
             raise DOWN
         if self.apply_then_fail:
-            self.pods[name]["spec"]["schedulingGates"] = []
             raise DOWN
-        self.pods[name]["spec"]["schedulingGates"] = []
 
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        if self.reads_down > 0:
+        if self.reads_down > 0:  # reads do not depend on `down`
             self.reads_down -= 1
             raise KubeError(503, f"Pod {namespace}/{name}: read: 503 unavailable")
-        if name not in self.pods:
-            raise KubeError(404, "not found")
-        return self.pods[name]
+        down, self.down = self.down, None
+        try:
+            return await super().read_pod(namespace, name)
+        finally:
+            self.down = down
 
     async def label_pod(self, namespace: str, name: str, capacity: str) -> None:
         return None
 
     async def pod_event(self, namespace: str, name: str, **event: Any) -> None:
-        if self.down:
-            raise KubeError(0, "event: connection refused")
-        if event["event_name"] in self.event_names:
-            raise KubeError(409, "event: already exists")
-        self.event_names.add(event["event_name"])
-        self.events.append((name, event["reason"], event["message"]))
+        await super().pod_event(namespace, name, **event)
         if self.lose_event_answer:
             self.lose_event_answer = False
             raise KubeError(0, "event: ServerDisconnectedError")
+
+    @property
+    def events(self) -> list[tuple[str, str, str]]:
+        return [(event.name, event.reason, event.message) for event in self.pod_events]
 
 
 @pytest.fixture(autouse=True)
@@ -90,25 +88,17 @@ def _no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def setup(kube: FakeKube, pods: int) -> tuple[Inputs, Actuator]:
-    controller = Controller(OperatorConfig(reclaim_delay=5.0), kube=kube)  # type: ignore[arg-type]
+    controller = Controller(OperatorConfig(reclaim_delay=5.0), kube=kube)
     inputs = controller.inputs
-    inputs.observe_cluster_node(
-        {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "100"}}}, deleted=False
-    )
+    inputs.observe_cluster_node(node("n", {"cpu": "100"}), deleted=False)
     inputs.observe_quota_object(
-        {
-            "apiVersion": "quotree.io/v1alpha1",
-            "kind": "ElasticQuota",
-            "metadata": {"name": "team", "namespace": "team"},
-            "spec": {"min": {"cpu": "2"}, "max": {"cpu": "2"}},
-        },
-        deleted=False,
+        quota("team", "team", min={"cpu": "2"}, max={"cpu": "2"}), deleted=False
     )
     for i in range(pods):
-        body = pod(f"p{i}")
-        kube.pods[f"p{i}"] = body
+        body = gated(f"p{i}")
+        kube.put_pod(body)
         inputs.observe_pod(body, deleted=False)
-    return inputs, Actuator(kube, inputs, concurrency=4)  # type: ignore[arg-type]
+    return inputs, Actuator(kube, inputs, concurrency=4)
 
 
 def state(inputs: Inputs, name: str) -> PodState:
@@ -131,15 +121,15 @@ async def test_a_failed_gate_removal_with_the_api_down_does_not_leak_quota() -> 
     # still-gated pod as admitted for good (its quota leaked, the others waited forever).
     kube = FakeKube()
     inputs, actuator = setup(kube, pods=2)
-    kube.down = True
+    kube.down = DOWN
     kube.reads_down = 3  # the API answers again at the fourth read
     assert await decide_and_carry_out(inputs, actuator) == ["team/p0", "team/p1"]
-    assert kube.pods["p0"]["spec"]["schedulingGates"]  # still gated in the cluster
+    assert kube.pods["team/p0"]["spec"]["schedulingGates"]  # still gated in the cluster
     assert state(inputs, "p0") is state(inputs, "p1") is PodState.PENDING
     assert used(inputs) == 0
     assert not inputs.admitting
     # With the API back, the same pods are admitted, once each, and counted once.
-    kube.down = False
+    kube.down = None
     assert await decide_and_carry_out(inputs, actuator) == ["team/p0", "team/p1"]
     assert used(inputs) == 2000
     assert [e[:2] for e in kube.events] == [("p0", "Admitted"), ("p1", "Admitted")]
@@ -149,7 +139,7 @@ async def test_while_the_outcome_is_unknown_the_pod_stays_counted() -> None:
     # No other pod may take its place while it may be running.
     kube = FakeKube()
     inputs, actuator = setup(kube, pods=3)
-    kube.down = True
+    kube.down = DOWN
     kube.reads_down = 10**6  # the API does not come back during this test
     decisions = inputs.engine.decide(0.0)
     actuator.carry_out(decisions)
@@ -167,16 +157,16 @@ async def test_a_write_applied_before_its_answer_was_lost_stays_admitted() -> No
     inputs, actuator = setup(kube, pods=3)
     kube.apply_then_fail = True
     await decide_and_carry_out(inputs, actuator)
-    assert kube.pods["p0"]["spec"]["schedulingGates"] == []
+    assert kube.pods["team/p0"]["spec"]["schedulingGates"] == []
     assert state(inputs, "p0") is state(inputs, "p1") is PodState.ADMITTED
     assert used(inputs) == 2000
     admitted = sorted(e[:2] for e in kube.events if e[1] == "Admitted")
     assert admitted == [("p0", "Admitted"), ("p1", "Admitted")]
     # Only the watch confirms: an older, gated view arriving now changes nothing ...
-    inputs.observe_pod(pod("p0"), deleted=False)
+    inputs.observe_pod(gated("p0"), deleted=False)
     assert state(inputs, "p0") is PodState.ADMITTED
     # ... and once the watch has shown the pod ungated, it is no longer in flight.
-    inputs.observe_pod(kube.pods["p0"], deleted=False)
+    inputs.observe_pod(kube.pods["team/p0"], deleted=False)
     assert "team/p0" not in inputs.admitting
 
 
@@ -198,7 +188,7 @@ async def test_a_gated_view_during_the_write_does_not_undo_the_admission() -> No
     decisions = inputs.engine.decide(0.0)
     actuator.carry_out(decisions)
     # Before the write task even ran, the watch delivers an update of the gated pod.
-    inputs.observe_pod(pod("p0"), deleted=False)
+    inputs.observe_pod(gated("p0"), deleted=False)
     assert state(inputs, "p0") is PodState.ADMITTED
     assert not inputs.engine.decide(1.0).admitted  # not admitted a second time
     await asyncio.gather(*list(actuator._tasks))
@@ -212,13 +202,13 @@ def test_a_gated_pod_the_engine_counts_as_admitted_waits_again_on_the_next_view(
     inputs, _ = setup(kube, pods=2)
     inputs.engine.decide(0.0)  # admitted in the engine's memory only (no actuator)
     assert used(inputs) == 2000
-    inputs.observe_pod(pod("p0"), deleted=False)  # a watch event
+    inputs.observe_pod(gated("p0"), deleted=False)  # a watch event
     assert state(inputs, "p0") is PodState.PENDING
-    inputs.relist_pods([pod("p0"), pod("p1")])  # a list
+    inputs.relist_pods([gated("p0"), gated("p1")])  # a list
     assert state(inputs, "p1") is PodState.PENDING
     assert used(inputs) == 0
     # An ungated pod the engine had pending is admitted (the gate was removed elsewhere).
-    inputs.relist_pods([ungated("p0"), pod("p1")])
+    inputs.relist_pods([ungated("p0"), gated("p1")])
     assert state(inputs, "p0") is PodState.ADMITTED
     assert used(inputs) == 1000
 
@@ -226,10 +216,10 @@ def test_a_gated_pod_the_engine_counts_as_admitted_waits_again_on_the_next_view(
 async def test_a_pod_deleted_while_the_api_was_down_is_forgotten() -> None:
     kube = FakeKube()
     inputs, actuator = setup(kube, pods=1)
-    kube.down = True
+    kube.down = DOWN
     kube.reads_down = 1
     actuator.carry_out(inputs.engine.decide(0.0))
-    del kube.pods["p0"]  # deleted meanwhile: the read after the failed write finds nothing
+    del kube.pods["team/p0"]  # deleted meanwhile: the read after the failed write finds nothing
     await asyncio.gather(*list(actuator._tasks))
     assert "team/p0" not in inputs.engine.pods
     assert not inputs.admitting
@@ -239,12 +229,12 @@ async def test_a_pod_deleted_while_the_api_was_down_is_forgotten() -> None:
 async def test_events_the_api_could_not_take_are_written_when_it_answers() -> None:
     kube = FakeKube()
     _, actuator = setup(kube, pods=3)
-    kube.down = True
+    kube.down = DOWN
     task = asyncio.ensure_future(actuator._event("team/p0", "Reclaimed", "lent quota is back"))
     for _ in range(20):
         await asyncio.sleep(0)
     assert kube.events == []
-    kube.down = False
+    kube.down = None
     await task
     assert kube.events == [("p0", "Reclaimed", "lent quota is back")]
 
@@ -260,10 +250,10 @@ async def test_an_event_whose_answer_was_lost_is_not_written_twice() -> None:
 async def test_a_pending_reason_no_longer_current_is_not_written_late() -> None:
     kube = FakeKube()
     _, actuator = setup(kube, pods=3)
-    kube.down = True
+    kube.down = DOWN
     task = asyncio.ensure_future(actuator._event("team/p2", "Pending", "an old reason"))
     for _ in range(20):
         await asyncio.sleep(0)
-    kube.down = False
+    kube.down = None
     await task
     assert kube.events == []

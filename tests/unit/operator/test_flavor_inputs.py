@@ -7,6 +7,7 @@ from typing import Any
 from quotree.engine import PodState
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
+from tests.unit.objects import node, pod
 
 GPU = "nvidia.com/gpu"
 
@@ -15,24 +16,8 @@ def controller(env: dict[str, str] | None = None) -> Controller:
     return Controller(OperatorConfig.from_env(env or {}), kube=None)  # type: ignore[arg-type]
 
 
-def node(name: str, model: str) -> dict[str, Any]:
-    return {
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"gpu": model}},
-        "status": {"allocatable": {GPU: "4"}},
-    }
-
-
-def gated_pod(name: str, ns: str) -> dict[str, Any]:
-    return {
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "uid": name},
-        "spec": {
-            "schedulingGates": [{"name": "quotree.io/admission"}],
-            "containers": [{"name": "c", "resources": {"requests": {GPU: "1"}}}],
-        },
-        "status": {"phase": "Pending"},
-    }
+def gpu_node(name: str, model: str) -> dict[str, Any]:
+    return node(name, {GPU: "4"}, labels={"gpu": model})
 
 
 def test_flavors_and_node_labels_reach_the_engine() -> None:
@@ -45,8 +30,8 @@ def test_flavors_and_node_labels_reach_the_engine() -> None:
         },
         deleted=False,
     )
-    inputs.observe_cluster_node(node("n1", "a"), deleted=False)
-    inputs.observe_cluster_node(node("n2", "h"), deleted=False)
+    inputs.observe_cluster_node(gpu_node("n1", "a"), deleted=False)
+    inputs.observe_cluster_node(gpu_node("n2", "h"), deleted=False)
     assert inputs.engine.tree.capacity[f"{GPU}@a100"] == 4
     # A ResourceFlavor that cannot be read is left out, with a log line (no traceback).
     inputs.observe_flavor(
@@ -62,7 +47,7 @@ def test_quotree_maintenance_holds_every_pod() -> None:
     assert not OperatorConfig.from_env({}).maintenance
     ctl = controller({"QUOTREE_MAINTENANCE": "1"})
     inputs = ctl.inputs
-    inputs.observe_cluster_node(node("n1", "a"), deleted=False)
+    inputs.observe_cluster_node(gpu_node("n1", "a"), deleted=False)
     inputs.observe_quota_object(
         {
             "kind": "ElasticQuota",
@@ -71,7 +56,7 @@ def test_quotree_maintenance_holds_every_pod() -> None:
         },
         deleted=False,
     )
-    inputs.observe_pod(gated_pod("p", "team"), deleted=False)
+    inputs.observe_pod(pod("team", "p", {GPU: "1"}, uid="p", labels=None), deleted=False)
     out = ctl.engine.decide(0.0)
     assert not out.admitted
     assert "maintenance mode (QUOTREE_MAINTENANCE is set on the operator)" in out.pending["team/p"]

@@ -12,9 +12,11 @@ import pytest
 
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.leader import LEASE_NAME, LeaderLease, next_lease
+from tests.unit.operator.fake_kube import FakeKube
 
 START = datetime(2026, 11, 22, 7, 0, tzinfo=UTC)
 DURATION = 15
+NAMESPACE = "quotree-system"
 
 
 class Clock:
@@ -30,33 +32,16 @@ class Clock:
         return START + timedelta(seconds=self.seconds)
 
 
-class FakeLeases:
-    def __init__(self) -> None:
-        self.lease: dict[str, Any] | None = None
-        self.version = 0
-        self.failing: KubeError | None = None
+class FakeLeases(FakeKube):
+    """The API with the operator's one Lease (`lease`), or none yet."""
 
-    async def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        if self.failing is not None:
-            raise self.failing
-        return None if self.lease is None else {**self.lease}
-
-    async def write_lease(self, namespace: str, lease: Mapping[str, Any], create: bool) -> None:
-        if self.failing is not None:
-            raise self.failing
-        sent = lease["metadata"].get("resourceVersion")
-        if (self.lease is None) != create or (not create and sent != str(self.version)):
-            raise KubeError(409, "Lease: conflict")
-        self.version += 1
-        self.lease = {
-            **lease,
-            "metadata": {**lease["metadata"], "resourceVersion": str(self.version)},
-        }
+    @property
+    def lease(self) -> dict[str, Any] | None:
+        return self.leases.get(f"{NAMESPACE}/{LEASE_NAME}")
 
     def held_by(self, holder: str, at: datetime, transitions: int = 1) -> None:
-        self.version += 1
-        self.lease = {
-            "metadata": {"name": LEASE_NAME, "resourceVersion": str(self.version)},
+        self.leases[f"{NAMESPACE}/{LEASE_NAME}"] = {
+            "metadata": {"name": LEASE_NAME, "resourceVersion": self.next_version()},
             "spec": {
                 "holderIdentity": holder,
                 "leaseDurationSeconds": DURATION,
@@ -70,7 +55,7 @@ class FakeLeases:
 def make(api: FakeLeases, clock: Clock, changes: list[bool], identity: str = "me") -> LeaderLease:
     return LeaderLease(
         api,
-        "quotree-system",
+        NAMESPACE,
         identity,
         changes.append,
         DURATION,
@@ -116,7 +101,7 @@ async def test_a_leader_that_cannot_renew_stops_acting_before_the_lease_expires(
     api, clock, changes = FakeLeases(), Clock(), []
     lease = make(api, clock, changes)
     await lease.step()
-    api.failing = KubeError(503, "Lease: unavailable")
+    api.down = KubeError(503, "Lease: unavailable")
     clock.seconds = DURATION * 2 / 3 - 0.5
     await lease.step()
     assert lease.leading

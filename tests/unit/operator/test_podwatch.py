@@ -17,6 +17,7 @@ from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
 from quotree_operator.podwatch import PodWatch
+from tests.unit.objects import pod
 
 
 class Stream:
@@ -129,18 +130,13 @@ async def test_watch_resumes_relists_on_410_and_reconnects(
 
 
 def test_relist_forgets_pods_deleted_while_the_watch_was_away() -> None:
-    def pod(name: str) -> dict[str, Any]:
-        return {
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": "team", "uid": name},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
-            "status": {"phase": "Pending"},
-        }
+    def ungated(name: str) -> dict[str, Any]:
+        return pod("team", name, gates=None, uid=name, labels=None)
 
     inputs = Controller(OperatorConfig.from_env(), kube=None).inputs  # type: ignore[arg-type]
     for name in ("kept", "gone"):
-        inputs.observe_pod(pod(name), deleted=False)
+        inputs.observe_pod(ungated(name), deleted=False)
     assert set(inputs.engine.pods) == {"team/kept", "team/gone"}
-    inputs.relist_pods([pod("kept"), pod("new")])
+    inputs.relist_pods([ungated("kept"), ungated("new")])
     assert set(inputs.engine.pods) == {"team/kept", "team/new"}
     assert set(inputs.pods) == {"team/kept", "team/new"}

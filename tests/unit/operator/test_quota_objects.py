@@ -11,6 +11,7 @@ from quotree_operator.controller import Controller
 from quotree_operator.status import desired
 from quotree_operator.status_writer import StatusWriter, newly_invalid
 from tests.unit.objects import cohort, quota
+from tests.unit.operator.fake_kube import FakeKube
 
 
 def inputs_with(*bodies: dict[str, Any]) -> Controller:
@@ -51,24 +52,26 @@ def test_a_warning_when_valid_turns_false_once_per_reason() -> None:
     assert newly_invalid(cycle, fine) is None  # fixed: no warning
 
 
-class EchoingKube:
+class EchoingKube(FakeKube):
     """Writes statuses; the watch brings each write back before the answer arrives."""
 
     def __init__(self, inputs: Any) -> None:
+        super().__init__()
         self.inputs = inputs
         self.bodies: dict[str, dict[str, Any]] = {}
-        self.warnings: list[tuple[str, str]] = []
 
     async def patch_quota_object(
         self, kind: str, namespace: str | None, name: str, status: Any, annotations: Any
     ) -> None:
+        await super().patch_quota_object(kind, namespace, name, status, annotations)
         body = self.bodies[name]
         if status is not None:
             body["status"] = dict(status)
         self.inputs.observe_quota_object(body, deleted=False)
 
-    async def quota_object_event(self, kind: str, namespace: Any, name: str, **event: Any) -> None:
-        self.warnings.append((name, event["reason"]))
+    @property
+    def warnings(self) -> list[tuple[str, str]]:
+        return [(event.name, event.reason) for event in self.object_events]
 
 
 async def test_the_warning_is_sent_when_the_first_status_written_is_already_broken() -> None:
@@ -81,7 +84,7 @@ async def test_the_warning_is_sent_when_the_first_status_written_is_already_brok
     controller = inputs_with(*looped)
     kube = EchoingKube(controller.inputs)
     kube.bodies = {b["metadata"]["name"]: b for b in looped}
-    writer = StatusWriter(kube, controller.inputs, controller.inputs.memory, 4)  # type: ignore[arg-type]
+    writer = StatusWriter(kube, controller.inputs, controller.inputs.memory, 4)
     await writer.write_statuses()
     await asyncio.gather(*list(writer._tasks))
     assert sorted(kube.warnings) == [("c1", "CycleDetected"), ("c2", "CycleDetected")]

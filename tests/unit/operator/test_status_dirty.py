@@ -21,7 +21,8 @@ from quotree_operator.controller import Controller
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.status import desired
 from quotree_operator.status_writer import StatusWriter
-from tests.unit.objects import cohort, quota
+from tests.unit.objects import cohort, node, pod, quota
+from tests.unit.operator.fake_kube import FakeKube
 
 TREE = (
     cohort("c1", min={"cpu": "4"}),
@@ -33,57 +34,32 @@ TREE = (
 NAMESPACES = {"qa": "ns-a", "qb": "ns-b", "qz": "ns-z"}
 
 
-class FakeKube:
-    """Records each status PATCH by object name; refuses them while `down`."""
-
-    def __init__(self) -> None:
-        self.written: list[str] = []
-        self.down = False
-
-    async def patch_quota_object(
-        self, kind: str, namespace: str | None, name: str, status: Any, annotations: Any
-    ) -> None:
-        if self.down:
-            raise KubeError(0, f"{kind} {name}: connection refused")
-        self.written.append(name)
-
-    async def quota_object_event(self, *args: Any, **kwargs: Any) -> None:
-        pass
+DOWN = KubeError(0, "connection refused")
 
 
-def node(name: str, cpu: str) -> dict[str, Any]:
-    return {"kind": "Node", "metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu}}}
-
-
-def pod(name: str, q: str, cpu: str = "1", *, gated: bool = True) -> dict[str, Any]:
-    return {
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACES[q], "uid": name, "labels": {}},
-        "spec": {
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-            "schedulingGates": [{"name": ADMISSION_GATE}] if gated else [],
-        },
-        "status": {"phase": "Pending"},
-    }
+def pod_of(name: str, q: str, cpu: str = "1", *, gated: bool = True) -> dict[str, Any]:
+    """A pod of quota `q` (in its namespace) asking for `cpu`."""
+    gates = [ADMISSION_GATE] if gated else []
+    return pod(NAMESPACES[q], name, {"cpu": cpu}, gates=gates, uid=name)
 
 
 class Setup:
     def __init__(self, capacity: str = "100") -> None:
         self.controller = Controller(OperatorConfig(), kube=None)  # type: ignore[arg-type]
         self.inputs = self.controller.inputs
-        self.inputs.observe_cluster_node(node("n1", capacity), deleted=False)
+        self.inputs.observe_cluster_node(node("n1", {"cpu": capacity}), deleted=False)
         for body in TREE:
             self.inputs.observe_quota_object(body, deleted=False)
         self.kube = FakeKube()
-        self.writer = StatusWriter(self.kube, self.inputs, self.inputs.memory, 4)  # type: ignore[arg-type]
+        self.writer = StatusWriter(self.kube, self.inputs, self.inputs.memory, 4)
         self.computed: list[str] = []
 
     async def round(self) -> tuple[list[str], list[str]]:
         """One status round: (names whose desired status was computed, names written)."""
         self.computed.clear()
-        self.kube.written.clear()
+        self.kube.patches.clear()
         await self.writer.write_statuses()
-        return sorted(self.computed), sorted(self.kube.written)
+        return sorted(self.computed), sorted(patch.name for patch in self.kube.patches)
 
     def decide(self) -> None:
         decisions = self.controller.engine.decide(0.0)
@@ -117,7 +93,7 @@ async def test_a_pod_in_one_quota_recomputes_that_quota_and_its_ancestors_only(
     counted: Setup,
 ) -> None:
     await counted.round()
-    counted.inputs.observe_pod(pod("p1", "qa"), deleted=False)
+    counted.inputs.observe_pod(pod_of("p1", "qa"), deleted=False)
     computed, written = await counted.round()
     assert computed == ["c1", "qa"]  # qb (its sibling) and c2, qz are not looked at
     assert written == ["c1", "qa"]  # request and pendingPods moved
@@ -126,14 +102,14 @@ async def test_a_pod_in_one_quota_recomputes_that_quota_and_its_ancestors_only(
     assert computed == ["c1", "qa"]
     assert written == ["c1", "qa"]
     # The watch then shows the gate gone: nothing left to write.
-    counted.inputs.observe_pod(pod("p1", "qa", gated=False), deleted=False)
+    counted.inputs.observe_pod(pod_of("p1", "qa", gated=False), deleted=False)
     assert (await counted.round())[1] == []
 
 
 async def test_a_pod_event_that_changes_no_number_recomputes_nothing(counted: Setup) -> None:
-    counted.inputs.observe_pod(pod("p1", "qa", gated=False), deleted=False)
+    counted.inputs.observe_pod(pod_of("p1", "qa", gated=False), deleted=False)
     await counted.round()
-    running = pod("p1", "qa", gated=False)
+    running = pod_of("p1", "qa", gated=False)
     running["status"] = {"phase": "Running"}
     running["spec"]["nodeName"] = "n1"
     counted.inputs.observe_pod(running, deleted=False)
@@ -145,10 +121,10 @@ async def test_runtime_moved_by_capacity_recomputes_the_quotas_it_moved(
 ) -> None:
     small = Setup(capacity="10")  # qa borrows: its runtime follows the cluster's capacity
     small.computed = counted.computed
-    small.inputs.observe_pod(pod("p1", "qa", cpu="12"), deleted=False)
+    small.inputs.observe_pod(pod_of("p1", "qa", cpu="12"), deleted=False)
     await small.round()
     assert small.controller.engine.report("qa").runtime == {"cpu": 10000}
-    small.inputs.observe_cluster_node(node("n2", "2"), deleted=False)  # 10 -> 12 cpu
+    small.inputs.observe_cluster_node(node("n2", {"cpu": "2"}), deleted=False)  # 10 -> 12 cpu
     computed, written = await small.round()
     assert small.controller.engine.report("qa").runtime == {"cpu": 12000}
     assert computed == ["c1", "qa"]  # runtime up, no pod event; c2 and qz stay at 0
@@ -157,12 +133,12 @@ async def test_runtime_moved_by_capacity_recomputes_the_quotas_it_moved(
 
 async def test_a_failed_write_is_retried_until_it_is_written(counted: Setup) -> None:
     await counted.round()
-    counted.inputs.observe_pod(pod("p1", "qz"), deleted=False)
-    counted.kube.down = True
+    counted.inputs.observe_pod(pod_of("p1", "qz"), deleted=False)
+    counted.kube.down = DOWN
     computed, written = await counted.round()
     assert computed == ["c2", "qz"]
     assert written == []
-    counted.kube.down = False
+    counted.kube.down = None
     # Nothing changed since, but the write did not happen: compared and written again.
     computed, written = await counted.round()
     assert computed == ["c2", "qz"]
@@ -218,13 +194,13 @@ async def test_after_every_round_nothing_is_left_unwritten(steps: list[Any]) -> 
     for kind, a, b in steps:
         if kind == "pod":
             name = f"p{len(pods)}"
-            setup.inputs.observe_pod(pod(name, a, str(b)), deleted=False)
+            setup.inputs.observe_pod(pod_of(name, a, str(b)), deleted=False)
             pods.append(name)
         elif kind == "delete" and pods:
             name = pods[a % len(pods)]
-            setup.inputs.observe_pod(pod(name, "qa"), deleted=True)
+            setup.inputs.observe_pod(pod_of(name, "qa"), deleted=True)
         elif kind == "node":
-            setup.inputs.observe_cluster_node(node("n1", str(a)), deleted=False)
+            setup.inputs.observe_cluster_node(node("n1", {"cpu": str(a)}), deleted=False)
         else:
             setup.decide()
         await setup.round()

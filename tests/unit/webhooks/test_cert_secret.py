@@ -3,59 +3,41 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from quotree_webhooks import cert_secret, tls
+from tests.unit.operator.fake_kube import FakeKube
 
 HOSTS = ["quotree-webhooks.quotree-system.svc"]
 NS, NAME = "quotree-system", "quotree-webhook-tls"
 
 
-class SecretStore:
-    """The API's side, for one Secret: reads, and writes that check the resourceVersion."""
+class SecretStore(FakeKube):
+    """The API, for one Secret; `between` is called between a replica's read and its write
+    (another replica acting then)."""
 
     def __init__(self) -> None:
-        self.secret: dict[str, Any] | None = None
-        self.version = 0
-        self.writes = 0
-        #: Called between a replica's read and its write (another replica acting then).
+        super().__init__()
         self.between: Any = None
+
+    @property
+    def writes(self) -> int:
+        return self.secret_writes
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         assert (namespace, name) == (NS, NAME)
-        found = copy.deepcopy(self.secret)
+        found = await super().read_secret(namespace, name)
         if self.between is not None:
             between, self.between = self.between, None
             await between()
         return found
 
-    async def write_secret(self, namespace: str, body: dict[str, Any], create: bool) -> bool:
+    async def write_secret(self, namespace: str, body: Mapping[str, Any], create: bool) -> bool:
         assert namespace == NS
-        if create and self.secret is not None:
-            return False  # 409 AlreadyExists
-        sent = body["metadata"].get("resourceVersion")
-        if not create and sent != str(self.version):
-            return False  # 409 Conflict
-        self.version += 1
-        self.writes += 1
-        self.secret = copy.deepcopy(body)
-        self.secret["metadata"]["resourceVersion"] = str(self.version)
-        return True
-
-    # The rest of WebhookApi, unused here.
-    async def whoami(self) -> str:
-        return "test"
-
-    async def namespace_deleting(self, name: str) -> bool:
-        return False
-
-    async def apply_webhook_configurations(
-        self, mutating: dict[str, Any], validating: dict[str, Any]
-    ) -> None:
-        return None
+        return await super().write_secret(namespace, body, create)
 
 
 def _sync(store: SecretStore, folder: Path) -> tls.Pki:

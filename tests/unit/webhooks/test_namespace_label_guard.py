@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from quotree.engine import Engine
-from quotree.models import parse_node
+from quotree.models import NodeConfig
 from quotree_operator.namespaces import managed
 from quotree_webhooks.decisions import review_namespace
+from tests.unit.objects import quota_config
 
 OPERATOR = "system:serviceaccount:quotree-system:quotree"
 
@@ -37,14 +38,11 @@ def test_the_operator_may_and_other_labels_are_free() -> None:
     assert review_namespace(_ns("a", **kept), _ns("a", team="blue", **kept), "alice", []) is None
 
 
-def _quota(name: str, namespace: str, *more: str) -> Any:
-    body = {
-        "apiVersion": "quotree.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"min": {"cpu": "1"}, "max": {"cpu": "1"}, "namespaces": list(more)},
-    }
-    return parse_node(body)
+def _quota(name: str, namespace: str, *more: str) -> NodeConfig:
+    """ElasticQuota `name` (cpu 1) covering `namespace` and `more`."""
+    return quota_config(
+        name, namespace=namespace, min={"cpu": "1"}, max={"cpu": "1"}, namespaces=list(more)
+    )
 
 
 def test_managed_means_covered_by_a_quota_or_the_default_quota() -> None:

@@ -21,6 +21,7 @@ from quotree.resolution import never_gated
 from quotree_webhooks import configurations, decisions, handlers
 from quotree_webhooks.settings import WebhookSettings, WebhookState
 from tests.unit.objects import cohort, engine_with, quota
+from tests.unit.objects import user_pod as pod
 
 OPERATOR = "system:serviceaccount:quotree-system:quotree"
 
@@ -46,15 +47,6 @@ def admit_pod(engine: Engine, namespace: str, name: str) -> None:
             phase="Running",
         )
     )
-
-
-def pod(namespace: str, name: str = "p", labels: dict[str, str] | None = None, **spec: Any) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-        "spec": {"containers": [{"name": "c", "image": "x"}], **spec},
-    }
 
 
 # ---------------------------------------------------------------- Cohorts / ElasticQuotas

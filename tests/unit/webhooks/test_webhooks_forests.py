@@ -3,11 +3,10 @@ the configuration rules per tree, the per-tree labels protected."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from quotree import ADMISSION_GATE, QUOTA_LABEL, Engine
 from quotree_webhooks import decisions
 from tests.unit.objects import cohort, engine_with, quota
+from tests.unit.objects import user_pod as pod
 
 OPERATOR = "system:serviceaccount:quotree-system:quotree"
 PROJECT_LABEL = "quotree.io/quota-name.projects"
@@ -27,15 +26,6 @@ def forest() -> Engine:
     )
 
 
-def pod(namespace: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": namespace, "labels": labels or {}},
-        "spec": {"containers": [{"name": "c", "image": "x"}]},
-    }
-
-
 def test_a_pod_is_labelled_for_every_tree_that_covers_its_namespace() -> None:
     mutation = decisions.review_pod_create(forest(), pod("team-a"), "team-a")
     assert mutation.denied is None
@@ -43,7 +33,7 @@ def test_a_pod_is_labelled_for_every_tree_that_covers_its_namespace() -> None:
     assert mutation.labels == {QUOTA_LABEL: "team-a", PROJECT_LABEL: "proj-x"}
     assert mutation.gates == [{"name": ADMISSION_GATE}]
     chosen = decisions.review_pod_create(
-        forest(), pod("team-a", {PROJECT_LABEL: "proj-y"}), "team-a"
+        forest(), pod("team-a", labels={PROJECT_LABEL: "proj-y"}), "team-a"
     )
     assert chosen.labels == {QUOTA_LABEL: "team-a"}  # the user's pick stays
 
@@ -55,7 +45,9 @@ def test_a_namespace_covered_only_in_another_tree_is_gated_with_that_label() -> 
 
 
 def test_a_project_label_that_does_not_cover_the_namespace_is_denied() -> None:
-    mutation = decisions.review_pod_create(forest(), pod("lab", {PROJECT_LABEL: "proj-x"}), "lab")
+    mutation = decisions.review_pod_create(
+        forest(), pod("lab", labels={PROJECT_LABEL: "proj-x"}), "lab"
+    )
     assert mutation.denied == (
         "Pod lab/p: ElasticQuota proj-x does not cover namespace lab in tree projects "
         "(quotas covering it: proj-y)"
@@ -126,8 +118,8 @@ def test_objects_applied_back_to_back_are_judged_together_in_their_tree() -> Non
 
 
 def test_the_per_tree_quota_labels_belong_to_quotree() -> None:
-    old = pod("team-a", {QUOTA_LABEL: "team-a", PROJECT_LABEL: "proj-x"})
-    new = pod("team-a", {QUOTA_LABEL: "team-a", PROJECT_LABEL: "proj-y"})
+    old = pod("team-a", labels={QUOTA_LABEL: "team-a", PROJECT_LABEL: "proj-x"})
+    new = pod("team-a", labels={QUOTA_LABEL: "team-a", PROJECT_LABEL: "proj-y"})
     reason = decisions.review_pod_update(old, new, "alice", {OPERATOR})
     assert reason == (
         "Pod team-a/p: label quotree.io/quota-name.projects belongs to quotree once the pod "
