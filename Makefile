@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: venv tools lint typecheck unit e2e test fuzz run simulate-demo bench bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape bench-scale clean \
-	image deploy undeploy
+	image deploy undeploy docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -56,6 +56,11 @@ fuzz: $(STAMP)
 # the CRDs, starts the operator (with its webhooks), applies examples/demo/. See README.
 run: $(STAMP)
 	hack/run.sh
+
+# Rewrite the command output shown in README.md and docs/*.md from the real output: the
+# offline commands (`quotree ...`); tests/doc_outputs.py says how the cluster ones are.
+docs: $(STAMP)
+	$(BIN)/python -m tests.doc_outputs
 
 # The engine alone, no cluster: what quotree decides for one of the examples.
 simulate-demo: $(STAMP)
