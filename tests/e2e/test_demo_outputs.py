@@ -142,7 +142,7 @@ class MakeRun:
                 self.settled.set()
 
     def transcript(self) -> str:
-        return "\n".join(["$ make run", *self.lines])
+        return "\n".join(self.lines)
 
     def ctrl_c(self) -> int:
         """SIGINT to the process group, as Ctrl-C in a terminal; make's exit code."""
@@ -160,6 +160,9 @@ class MakeRun:
 @pytest.fixture(scope="module")
 def demo(cluster: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeRun]:
     _remove_demo()
+    # The session's CRDs were applied server-side (conftest); on a newcomer's cluster they
+    # come from an earlier `make run`'s kubectl apply, which a second one finds as it left them.
+    cluster.kubectl("apply", "-f", str(REPO / "crds"))
     cluster.wait_until(
         lambda: not _others(),
         180,
