@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: venv tools lint typecheck unit e2e test fuzz run simulate-demo bench bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape bench-scale clean \
-	image deploy undeploy
+	image deploy undeploy docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -58,6 +58,11 @@ fuzz: $(STAMP)
 run: $(STAMP)
 	hack/run.sh
 
+# Rewrite the command output shown in README.md and docs/*.md from the real output: the
+# offline commands (`quotree ...`); tests/doc_outputs.py says how the cluster ones are.
+docs: $(STAMP)
+	$(BIN)/python -m tests.doc_outputs
+
 # The engine alone, no cluster: what quotree decides for one of the examples.
 simulate-demo: $(STAMP)
 	$(BIN)/quotree simulate examples/koordinator-runtime.yaml -o table
@@ -66,24 +71,26 @@ simulate-demo: $(STAMP)
 # takes under 15 minutes. The cluster ones start the local control plane if it is not up;
 # bench-kueue-shape wants the scheduler's client rate limit raised and room for 1,000 pods
 # (see its docstring), e.g. QUOTREE_SCHEDULER_QPS=500 QUOTREE_SCHEDULER_BURST=1000
-# QUOTREE_NODES=12 on a fresh `hack/cluster.sh up`. bench-scale (issue 12 target 5: 10,000
-# quotas, 30,000 pods) restarts the control plane itself, fresh, with 10 nodes of room for
+# QUOTREE_NODES=12 on a fresh `hack/cluster.sh up`. bench-scale (10,000 quotas, 30,000
+# pods) restarts the control plane itself, fresh, with 10 nodes of room for
 # 4,000 pods each, and stops it at the end (15 to 16 minutes at load 5 on 2 cores).
 bench: bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape bench-scale
 
 bench-engine: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
 
-# Flavors and trees against the flavorless single tree, per event, and against the engine
-# as it was when issue 13 was opened (5b14748, from this clone's history): first with the
-# flavors sharing the GPUs (the same cluster and workload), then with K times the GPUs.
-# Add --version before=DIR to compare with another version (see its docstring).
-ISSUE13_BASE := $(or $(TMPDIR),/tmp)/quotree-issue13-base
+# Flavors and trees against the flavorless single tree, per event, and against a baseline
+# engine: BASELINE_REV from this repository's history (default 5b14748, the engine without
+# resource flavors and several trees), unpacked with git archive into BASELINE_DIR. First
+# with the flavors sharing the GPUs (the same cluster and workload), then with K times the
+# GPUs. Add --version NAME=DIR to compare with another version (see its docstring).
+BASELINE_REV ?= 5b14748
+BASELINE_DIR := $(or $(TMPDIR),/tmp)/quotree-baseline-$(BASELINE_REV)
 bench-flavors: $(STAMP)
-	rm -rf $(ISSUE13_BASE) && mkdir -p $(ISSUE13_BASE) && git archive 5b14748 | tar -x -C $(ISSUE13_BASE)
-	$(BIN)/python bench/bench_flavor_ab.py --version after=. --baseline issue=$(ISSUE13_BASE) \
+	rm -rf $(BASELINE_DIR) && mkdir -p $(BASELINE_DIR) && git archive $(BASELINE_REV) | tar -x -C $(BASELINE_DIR)
+	$(BIN)/python bench/bench_flavor_ab.py --version after=. --baseline baseline=$(BASELINE_DIR) \
 	  --sizes 1000,10000 --events 2000 --rounds 2 --split-gpus
-	$(BIN)/python bench/bench_flavor_ab.py --version after=. --baseline issue=$(ISSUE13_BASE) \
+	$(BIN)/python bench/bench_flavor_ab.py --version after=. --baseline baseline=$(BASELINE_DIR) \
 	  --sizes 1000,10000 --events 2000 --rounds 2 --regimes contended
 
 bench-operator: $(STAMP)
