@@ -104,13 +104,14 @@ def cluster() -> Iterator[ModuleType]:
             cluster_mod.cluster_down()
 
 
-WEBHOOK_CONFIGURATION = "quotree.io"
+#: An installed operator's configurations and a local one's (quotree_webhooks.configurations).
+WEBHOOK_CONFIGURATIONS = ("quotree.io", "local.quotree.io")
 
 
 def _delete_webhook_configurations() -> None:
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
         cluster_mod.kubectl(
-            "delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found", check=False
+            "delete", kind, *WEBHOOK_CONFIGURATIONS, "--ignore-not-found", check=False
         )
 
 
