@@ -2,7 +2,7 @@
 # Build the local control plane's binaries from Go modules, once, into
 #   ${QUOTREE_CACHE:-~/.cache/quotree}/<component>-<version>/<component>
 # Components: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok. A component whose binary is already cached is skipped, so
+# kubectl, kwok, and helm (not part of the control plane: the chart's tests use it). A component whose binary is already cached is skipped, so
 # this is safe to re-run; an interrupted build leaves no half-written binary.
 #
 #   hack/build.sh            build what is missing
@@ -166,9 +166,27 @@ build_kwok() {
   record "kwok-${KWOK_VERSION}" "$((SECONDS - start))" "$(dirname "${bin}")"
 }
 
+# --- helm: a plain module as well ------------------------------------------
+build_helm() {
+  local bin tmp start
+  bin="$(component_bin helm)"
+  if [[ -x "${bin}" ]]; then log "helm ${HELM_VERSION}: cached (${bin})"; return; fi
+  log "helm ${HELM_VERSION}: building"
+  start=${SECONDS}
+  tmp="${QUOTREE_CACHE}/src/helm-${HELM_VERSION}"
+  mkdir -p "${tmp}"
+  (cd "${tmp}" && GOBIN="${tmp}" go install -trimpath \
+    -ldflags "${LDFLAGS_BASE} -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+    "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}")
+  install_bin "${tmp}/helm" helm "${HELM_VERSION}"
+  "${bin}" version --short >&2
+  record "helm-${HELM_VERSION}" "$((SECONDS - start))" "$(dirname "${bin}")"
+}
+
 total_start=${SECONDS}
 build_etcd
 build_kwok
+build_helm
 build_kube
 log "all binaries present ($((SECONDS - total_start))s this run):"
 for c in "${ALL_COMPONENTS[@]}"; do echo "  $(component_bin "${c}")" >&2; done

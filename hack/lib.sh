@@ -42,7 +42,7 @@ KCM_QPS="${QUOTREE_KCM_QPS:-20}"
 KCM_BURST="${QUOTREE_KCM_BURST:-30}"
 
 KUBE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-ALL_COMPONENTS=(etcd "${KUBE_COMPONENTS[@]}" kwok)
+ALL_COMPONENTS=(etcd "${KUBE_COMPONENTS[@]}" kwok helm)
 # Processes started by cluster-up, in start order (stopped in reverse).
 PROCESSES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
@@ -59,6 +59,7 @@ component_version() {
   case "$1" in
     etcd) echo "${ETCD_VERSION}" ;;
     kwok) echo "${KWOK_VERSION}" ;;
+    helm) echo "${HELM_VERSION}" ;;
     *) echo "${KUBE_VERSION}" ;;
   esac
 }

@@ -3,7 +3,8 @@
 #
 #  1. start the local control plane unless KUBECONFIG is set (hack/cluster.sh up; the first
 #     build takes a while, later starts take seconds);
-#  2. install the CRDs (crds/);
+#  2. install the CRDs (crds/, server-side apply: no last-applied annotation to warn about
+#     on a cluster where the e2e tests or another `make run` applied them server-side);
 #  3. start the operator (webhooks included unless QUOTREE_WEBHOOKS=0) as the Deployment's
 #     ServiceAccount quotree-system/quotree, with the RBAC of manifests/access and a token
 #     from the TokenRequest API (hack/sa-kubeconfig.sh), so it behaves as when deployed and
@@ -11,8 +12,10 @@
 #     credentials, as before); its log in $QUOTREE_RUN/logs/operator.log;
 #  4. apply examples/demo/ (a Cohort tree and workloads that borrow) and print
 #     `kubectl get coh,eq -A`;
-#  5. keep the operator in the foreground: Ctrl-C stops it (the control plane keeps
-#     running; `make cluster-down` stops it).
+#  5. keep the operator in the foreground: Ctrl-C stops it and deletes its webhook
+#     configurations local.quotree.io, so that pods are created ungated again and quotree
+#     can be installed on the same cluster (`kubectl apply -k manifests/`, Helm); the
+#     control plane keeps running (`make cluster-down` stops it).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,11 +34,11 @@ fi
 KC=(kubectl)
 
 echo ">>> installing the CRDs"
-"${KC[@]}" apply -f crds/ >/dev/null
+"${KC[@]}" apply --server-side --force-conflicts -f crds/ >/dev/null
 "${KC[@]}" wait --for condition=established --timeout=60s \
   crd/cohorts.quotree.io crd/elasticquotas.quotree.io >/dev/null
 NS="${QUOTREE_NAMESPACE:-quotree-system}"
-"${KC[@]}" create namespace "${NS}" --dry-run=client -o yaml | "${KC[@]}" apply -f - >/dev/null
+"${KC[@]}" create namespace "${NS}" --dry-run=client -o yaml | "${KC[@]}" apply --server-side -f - >/dev/null
 
 OPERATOR_KUBECONFIG="${KUBECONFIG:-}"
 if [[ "${QUOTREE_RUN_AS:-serviceaccount}" != "admin" ]]; then
@@ -60,6 +63,9 @@ stop() {
     kill -INT "${OPERATOR_PID}" 2>/dev/null || true
     wait "${OPERATOR_PID}" 2>/dev/null || true
   fi
+  echo ">>> deleting the webhook configurations local.quotree.io (pods are created ungated)"
+  "${KC[@]}" delete mutatingwebhookconfiguration,validatingwebhookconfiguration \
+    local.quotree.io --ignore-not-found >/dev/null || true
 }
 trap stop INT TERM EXIT
 

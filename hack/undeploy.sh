@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make undeploy: remove quotree from the cluster of KUBECONFIG without stranding a pod.
 #
-#  1. delete the webhook configurations quotree.io: from now on pods are created ungated
+#  1. delete the webhook configurations quotree.io (and local.quotree.io, a local run's,
+#     if one is left): from now on pods are created ungated
 #     and nothing waits for the operator (and the gate may be removed by anyone);
 #  2. delete the Deployment and wait for its pods to go (a replica whose listener restarts
 #     would write the configurations again), then delete the configurations once more;
@@ -20,17 +21,18 @@ KC=(kubectl)
 
 say() { printf '>>> %s\n' "$*" >&2; }
 
-say "deleting the webhook configurations quotree.io"
-"${KC[@]}" delete mutatingwebhookconfiguration,validatingwebhookconfiguration quotree.io \
-  --ignore-not-found >/dev/null
+CONFIGURATIONS=(quotree.io local.quotree.io)
+say "deleting the webhook configurations ${CONFIGURATIONS[*]}"
+"${KC[@]}" delete mutatingwebhookconfiguration,validatingwebhookconfiguration \
+  "${CONFIGURATIONS[@]}" --ignore-not-found >/dev/null
 
 say "deleting the operator's Deployment (waiting for its pods)"
 "${KC[@]}" -n "${NS}" delete deployment quotree-operator --ignore-not-found --wait=true \
   --timeout=120s >/dev/null
 "${KC[@]}" -n "${NS}" wait --for=delete pod -l app.kubernetes.io/name=quotree \
   --timeout=120s >/dev/null 2>&1 || true
-"${KC[@]}" delete mutatingwebhookconfiguration,validatingwebhookconfiguration quotree.io \
-  --ignore-not-found >/dev/null
+"${KC[@]}" delete mutatingwebhookconfiguration,validatingwebhookconfiguration \
+  "${CONFIGURATIONS[@]}" --ignore-not-found >/dev/null
 
 # "namespace name gate gate ..." for every pod with at least one scheduling gate.
 gated_pods() {

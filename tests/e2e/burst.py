@@ -278,6 +278,20 @@ class Burst:
                 counted[found.group(2)] += int(found.group(1)) * int(event.get("count") or 1)
         return counted
 
-    def cleanup(self) -> None:
+    def cleanup(self, timeout: float = 180) -> None:
+        """Delete the namespace (its quotas and pods go with it) and the Cohort, and wait.
+
+        Waiting matters after a fault: a deletion still in flight when the session stops
+        the control plane is finished, if ever, by whoever starts it next (`make run`).
+        """
         for kind, name in (("namespace", self.ns), ("cohort", self.top)):
             cluster.kubectl("delete", kind, name, "--wait=false", "--ignore-not-found", check=False)
+        cluster.wait_until(
+            lambda: all(
+                cluster.kubectl("get", kind, name, check=False).returncode != 0
+                for kind, name in (("namespace", self.ns), ("cohort", self.top))
+            ),
+            timeout,
+            f"namespace {self.ns} and Cohort {self.top} deleted",
+            interval=1,
+        )

@@ -57,6 +57,7 @@ _VERSIONS = _read_versions()
 KUBE_VERSION = _VERSIONS["KUBE_VERSION"]
 ETCD_VERSION = _VERSIONS["ETCD_VERSION"]
 KWOK_VERSION = _VERSIONS["KWOK_VERSION"]
+HELM_VERSION = _VERSIONS["HELM_VERSION"]
 
 CACHE_DIR = Path(os.environ.get("QUOTREE_CACHE", Path.home() / ".cache" / "quotree"))
 RUN_DIR = Path(os.environ.get("QUOTREE_RUN", CACHE_DIR / "run"))
@@ -69,6 +70,7 @@ CA_KEY = PKI_DIR / "ca.key"
 WEBHOOK_CERT = PKI_DIR / "webhook.crt"  # serving cert for 127.0.0.1 / localhost
 WEBHOOK_KEY = PKI_DIR / "webhook.key"
 KUBECTL = CACHE_DIR / f"kubectl-{KUBE_VERSION}" / "kubectl"
+HELM = CACHE_DIR / f"helm-{HELM_VERSION}" / "helm"  # built with the control plane
 
 PORTS: dict[str, int] = {
     "etcd": int(os.environ.get("QUOTREE_ETCD_PORT", "23790")),

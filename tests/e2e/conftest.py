@@ -4,8 +4,11 @@
 - ``cluster`` (session): starts the control plane unless it runs (building it on a fresh
   machine; a start begins with empty etcd data, a running one is reused as it is), applies
   every YAML in ``crds/`` and waits for the CRDs to be Established, sets
-  ``KUBECONFIG`` in ``os.environ``; yields the ``tests.e2e.cluster`` module. If this session
-  started the control plane, it stops it at the end, unless ``QUOTREE_KEEP_CLUSTER=1``.
+  ``KUBECONFIG`` in ``os.environ``; yields the ``tests.e2e.cluster`` module. At the end it
+  fails the session if the tests left quotree objects behind (Cohorts, ElasticQuotas,
+  ResourceFlavors, quotree's webhook configurations, that were not there when it began),
+  after waiting a while for deletions in flight. If this session started the control
+  plane, it stops it at the end, unless ``QUOTREE_KEEP_CLUSTER=1``.
 - ``namespace`` (function): a fresh namespace (its default ServiceAccount exists), deleted
   afterwards without waiting; yields its name.
 - every e2e module (autouse): starts without quotree webhook configurations and deletes,
@@ -86,6 +89,49 @@ def _apply_crds() -> None:
         )
 
 
+#: What a test must not leave behind: quotree's objects (see `_quotree_objects`).
+QUOTREE_KINDS = (
+    "cohorts.quotree.io",
+    "elasticquotas.quotree.io",
+    "resourceflavors.quotree.io",
+    "mutatingwebhookconfigurations",
+    "validatingwebhookconfigurations",
+)
+#: How long the session waits for deletions still in flight before it calls them leftovers.
+LEFTOVER_WAIT = 180.0
+
+
+def _quotree_objects() -> set[str]:
+    """Every quotree object in the cluster, as "kind namespace/name" ("kind name")."""
+    found: set[str] = set()
+    for kind in QUOTREE_KINDS:
+        for item in cluster_mod.kubectl_json("get", kind, "-A")["items"]:
+            meta = item["metadata"]
+            if kind.endswith("webhookconfigurations") and not meta["name"].endswith("quotree.io"):
+                continue
+            where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+            found.add(f"{kind} {where}{meta['name']}")
+    return found
+
+
+def check_nothing_left(before: set[str], wait: float = LEFTOVER_WAIT) -> None:
+    """Fail, naming them, if quotree objects not in `before` are still there after `wait`."""
+    left: set[str] = set()
+
+    def gone() -> bool:
+        nonlocal left
+        left = _quotree_objects() - before
+        return not left
+
+    try:
+        cluster_mod.wait_until(gone, wait, "the tests' quotree objects deleted", interval=2)
+    except AssertionError:
+        listing = "\n  ".join(sorted(left))
+        raise AssertionError(
+            f"the e2e tests left {len(left)} quotree object(s) behind:\n  {listing}"
+        ) from None
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[ModuleType]:
     """The running local control plane; yields the ``tests.e2e.cluster`` module."""
@@ -94,7 +140,9 @@ def cluster() -> Iterator[ModuleType]:
     os.environ["KUBECONFIG"] = str(cluster_mod.KUBECONFIG)
     try:
         _apply_crds()
+        before = _quotree_objects()
         yield cluster_mod
+        check_nothing_left(before)
     finally:
         if previous is None:
             os.environ.pop("KUBECONFIG", None)
@@ -104,13 +152,14 @@ def cluster() -> Iterator[ModuleType]:
             cluster_mod.cluster_down()
 
 
-WEBHOOK_CONFIGURATION = "quotree.io"
+#: An installed operator's configurations and a local one's (quotree_webhooks.configurations).
+WEBHOOK_CONFIGURATIONS = ("quotree.io", "local.quotree.io")
 
 
 def _delete_webhook_configurations() -> None:
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
         cluster_mod.kubectl(
-            "delete", kind, WEBHOOK_CONFIGURATION, "--ignore-not-found", check=False
+            "delete", kind, *WEBHOOK_CONFIGURATIONS, "--ignore-not-found", check=False
         )
 
 

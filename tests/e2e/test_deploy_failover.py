@@ -137,7 +137,7 @@ def test_two_replicas_share_certificate_and_view_and_the_standby_takes_over(
     # One certificate for both, and it is the one the API server trusts.
     for name in ("ca.crt", "tls.crt"):
         assert (a.cert_dir / name).read_bytes() == (b.cert_dir / name).read_bytes(), name
-    webhook = cluster.kubectl_json("get", "validatingwebhookconfiguration", "quotree.io")
+    webhook = cluster.kubectl_json("get", "validatingwebhookconfiguration", "local.quotree.io")
     client = webhook["webhooks"][0]["clientConfig"]
     assert f":{PORT_B}/" in client["url"], client["url"]
     assert base64.b64decode(client["caBundle"]) == (a.cert_dir / "ca.crt").read_bytes()

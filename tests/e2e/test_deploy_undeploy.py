@@ -99,8 +99,9 @@ def test_undeploy_removes_webhooks_first_and_releases_every_gate(
         assert int(released.group(1)) >= 5, result.stderr
 
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            gone = cluster.kubectl("get", kind, "quotree.io", check=False)
-            assert gone.returncode != 0, f"{kind} quotree.io is still there"
+            for name in ("quotree.io", "local.quotree.io"):
+                gone = cluster.kubectl("get", kind, name, check=False)
+                assert gone.returncode != 0, f"{kind} {name} is still there"
         assert _gated_pods(cluster) == []
         labelled = cluster.kubectl("get", "namespaces", "-l", "quotree.io/managed", "-o", "name")
         assert labelled.stdout.strip() == "", labelled.stdout

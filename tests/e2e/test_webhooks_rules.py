@@ -579,7 +579,7 @@ def test_hypothesis_bodies_get_well_formed_answers(operator: OperatorProcess) ->
     assert seen["denied"]
     assert "Traceback" not in operator.log_text()
     # The process still answers real requests afterwards.
-    mutating = cluster_mod.kubectl_json("get", "mutatingwebhookconfiguration", "quotree.io")
+    mutating = cluster_mod.kubectl_json("get", "mutatingwebhookconfiguration", "local.quotree.io")
     assert base64.b64decode(mutating["webhooks"][0]["clientConfig"]["caBundle"]).startswith(
         b"-----BEGIN CERTIFICATE-----"
     )

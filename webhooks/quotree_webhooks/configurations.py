@@ -47,6 +47,7 @@ __all__ = [
     "COHORTS_VALIDATE",
     "CONFIGURATION_NAME",
     "ELASTICQUOTAS_VALIDATE",
+    "LOCAL_CONFIGURATION_NAME",
     "METRIC_WEBHOOKS",
     "NAMESPACES_VALIDATE",
     "PODS_MUTATE",
@@ -58,8 +59,13 @@ __all__ = [
     "build_configurations",
 ]
 
-#: Name of both configuration objects.
+#: Name of both configuration objects of an installed operator (webhooks behind a Service).
 CONFIGURATION_NAME = "quotree.io"
+#: Name of both configuration objects of a local run (webhooks at a URL, e.g. `make run`):
+#: its own, so that installing quotree on the same cluster (`kubectl apply -k manifests/`,
+#: Helm) creates its Service-based configurations next to them instead of merging a
+#: Service into a URL's webhook, which the API server refuses.
+LOCAL_CONFIGURATION_NAME = "local.quotree.io"
 #: Handler ids; Kopf serves each at https://HOST:PORT/<id>.
 PODS_MUTATE = "pods-mutate"
 #: The second mutating webhook (unlabelled namespaces); served by the PODS_MUTATE handler.
@@ -150,8 +156,10 @@ def build_configurations(
     """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) for `client_config`.
 
     `client_config` is `{"url": ...}` or `{"service": {...}}`, plus `caBundle`; the pod
-    webhooks are never called for the `never_gated` namespaces.
+    webhooks are never called for the `never_gated` namespaces. Both objects are named
+    CONFIGURATION_NAME for a Service, LOCAL_CONFIGURATION_NAME for a URL.
     """
+    name = LOCAL_CONFIGURATION_NAME if "url" in client_config else CONFIGURATION_NAME
     selector = {
         "matchLabels": {MANAGED_LABEL: "true"},
         "matchExpressions": [
@@ -193,7 +201,7 @@ def build_configurations(
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": CONFIGURATION_NAME, "labels": {"app.kubernetes.io/name": "quotree"}},
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "quotree"}},
         "webhooks": [
             {
                 **_webhook(PODS_MUTATE, client_config, pods_create, namespace_selector=selector),
@@ -213,7 +221,7 @@ def build_configurations(
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": CONFIGURATION_NAME, "labels": {"app.kubernetes.io/name": "quotree"}},
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "quotree"}},
         "webhooks": [
             _webhook(
                 COHORTS_VALIDATE,

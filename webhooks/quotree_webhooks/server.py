@@ -12,8 +12,9 @@ handler. From then on Kopf runs `QuotreeWebhookServer`, which:
    `settings.host:port` with the certificate `tls.ensure_pki` made, answers the pod
    CREATE reviews itself and passes every other review to that socket;
 4. once the webhook process listens, writes the Mutating- and
-   ValidatingWebhookConfiguration `quotree.io` (see `configurations`) with the CA bundle
-   and a URL, or a Service when `settings.service` is set;
+   ValidatingWebhookConfiguration (see `configurations`) with the CA bundle and a
+   Service when `settings.service` is set (named `quotree.io`), else a URL (named
+   `local.quotree.io`);
 5. checks every minute whether the certificate files changed (renewed here every hour
    when due, or by cert-manager), then tells the webhook process to load them and writes
    the configurations again (a renewed CA changes their caBundle).
@@ -181,7 +182,11 @@ class QuotreeWebhookServer(kopf.WebhookServer):
             validating,
         )
         where = client_config.get("url") or client_config.get("service")
-        logger.info("webhooks: serving at %s; configurations quotree.io written", where)
+        # "configurations quotree.io written" either way: tests and benchmarks wait for it.
+        name = mutating["metadata"]["name"]
+        logger.info(
+            "webhooks: serving at %s; configurations quotree.io written (named %s)", where, name
+        )
 
     def _file_stamps(self) -> tuple[tuple[int, int], ...]:
         stamps = []
