@@ -56,14 +56,18 @@ def _count(counts: dict[str, int]) -> None:
             return _f(self, *args, **kwargs)  # type: ignore[operator]
 
         setattr(decider, method, counted)
-    charge_to = decider._charge_to
+    try:  # where a version moves a pending pod's demand to another flavor
+        owner, name = importlib.import_module("quotree.placement").Placement, "charge_to"
+    except ModuleNotFoundError:
+        owner, name = decider, "_charge_to"
+    charge_to = getattr(owner, name)
 
     def moving(self: object, record: object, flavor: str) -> None:
         if record.flavor != flavor:  # type: ignore[attr-defined]
             counts["demand moves"] += 1
         charge_to(self, record, flavor)
 
-    decider._charge_to = moving
+    setattr(owner, name, moving)
 
 
 def worker(folder: str, case: Case, counting: bool = False) -> None:

@@ -13,10 +13,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Literal
 
-from quotree import admission, fit, flavor_fit
+from quotree import admission, fit
 from quotree.accounts import TreeNode
 from quotree.eviction import (
     Eviction,
@@ -26,17 +25,15 @@ from quotree.eviction import (
     reclaim_victims,
 )
 from quotree.fit import Seat, Short
-from quotree.flavors import allowed_flavors, charge
 from quotree.hold import Holds
 from quotree.models import (
     DEFAULT_TREE,
     FLAVOR_LABEL,
     MAINTENANCE_ANNOTATION,
-    FlavorConfig,
-    NodeConfig,
 )
 from quotree.options import EngineOptions
-from quotree.pods import Placing, PodRecord, PodState, QuotaPods
+from quotree.placement import Placed, Placement
+from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.runtime import OUTSIDE, QuotaTree
 
 __all__ = ["Decider", "Decisions"]
@@ -62,14 +59,6 @@ class Decisions:
 
     def __bool__(self) -> bool:
         return bool(self.admitted or self.evictions or self.labels or self.pending)
-
-
-class Placed(Enum):
-    """Where `Decider._place_on_flavor` left a pending pod."""
-
-    NOWHERE = "nowhere"  # no flavor allows it (it waits, with that reason)
-    WAITS = "waits"  # charged to the flavor it waits on: the usual checks say why
-    FITS = "fits"  # charged to a flavor where it fits now, in every tree
 
 
 class Decider:
@@ -99,12 +88,14 @@ class Decider:
         self._rewake: set[str] = set()
         self._now = 0.0
         self._admissions = itertools.count(1)
-        self.flavors: dict[str, FlavorConfig] = {}  # ResourceFlavors by name
-        self.flavor_generation = 0  # one more whenever `flavors` changes
         #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
         self.maintenance: str | None = None
         #: What pending pods hold on the flavors they do not wait on (`hold.py`).
         self.holds = Holds(self.tree_of, enabled=options.holds)
+        #: Which flavor a pending pod is charged to (`placement.py`).
+        self.placement = Placement(self.tree_of, self._quota_pods, self.holds, options)
+        #: ResourceFlavors by name (the placement's; changed through `Engine.set_flavor`).
+        self.flavors = self.placement.flavors
 
     # ------------------------------------------------------------ records
 
@@ -580,7 +571,7 @@ class Decider:
         evicted = False
         # Where an earlier pending pod of this scan, fitting no flavor now, waits (by its
         # allowed flavors, request and preemptibility); forgotten when a pod is admitted or
-        # evicted (`_place_on_flavor`).
+        # evicted (`Placement.place`).
         placed: dict[object, str] = {}
         may_preempt = node.config is not None and node.config.preempt_within_quota
         lowest: int | None = None  # lowest priority among the possible victims, when needed
@@ -590,8 +581,12 @@ class Decider:
             if record is None or record.state is not PodState.PENDING:
                 continue
             if record.flavor_needed:
-                placement = self._place_on_flavor(name, node, path, record, out, placed=placed)
+                placement = self.placement.place(
+                    name, node, path, record, self._check, placed=placed
+                )
                 if placement is Placed.NOWHERE:
+                    assert node.config is not None
+                    self._set_reason(record, self.placement.nowhere(name, node.config), out)
                     continue
                 if placement is Placed.FITS:  # checked there, every tree and ancestor
                     self._admit_fit(name, node, record, out)
@@ -670,188 +665,3 @@ class Decider:
         if top.config is not None and top.config.maintenance:
             return f"annotation {MAINTENANCE_ANNOTATION} on {top.config.describe()}"
         return None
-
-    # ------------------------------------------------------------ resource flavors
-
-    def _charge_to(self, record: PodRecord, flavor: str) -> None:
-        """Move a pending pod's request (its demand) to `flavor`."""
-        if record.flavor == flavor:
-            return
-        assert record.quota is not None
-        config = self.tree_of(record.quota).config(record.quota)
-        assert config is not None
-        # The pod's demand moves in every tree that charges it (api.md, "Several trees").
-        charged_to = (record.quota, *record.also)
-        before = record.request
-        record.flavor = flavor
-        record.charged = self._charge_on(record, config, flavor)
-        # Only what differs moves (the flavored resources): the rest, unchanged, would
-        # climb down and up again and have every parent on the way redistribute it.
-        delta = {r: -amount for r, amount in before.items()}
-        for resource, amount in record.request.items():
-            delta[resource] = delta.get(resource, 0) + amount
-        for quota in charged_to:
-            self.tree_of(quota).add_request(quota, delta)
-        if not self.holds.moved(record.key, flavor):
-            self.holds.changed(charged_to, (*before, *record.request))
-        record.reason_key = None
-
-    def _placing(self, record: PodRecord, config: NodeConfig) -> Placing:
-        """The pod's flavor look-ups under its quota's `config`: taken once, and again only
-        when the configuration, the ResourceFlavors or the pod (`Engine.observe_pod`) change."""
-        placing = record.placing
-        if (
-            placing is None
-            or placing.config is not config
-            or placing.generation != self.flavor_generation
-        ):
-            allowed = allowed_flavors(config, record.facts, self.flavors)
-            likeness = (
-                tuple(allowed),
-                tuple(sorted(record.facts.request.items())),
-                record.preemptible,
-                record.also,  # with several trees, its quotas there decide too
-            )
-            placing = record.placing = Placing(config, self.flavor_generation, allowed, likeness)
-        return placing
-
-    def _charge_on(self, record: PodRecord, config: NodeConfig, flavor: str) -> dict[str, int]:
-        """What the pod is charged on `flavor` (`flavors.charge`), kept with its look-ups.
-        Do not change the dict."""
-        charges = self._placing(record, config).charges
-        charged = charges.get(flavor)
-        if charged is None:
-            charged = charges[flavor] = charge(
-                config, record.facts.request, self.flavors.get(flavor) or FlavorConfig(flavor)
-            )
-        return charged
-
-    def _hold_pending(self, record: PodRecord) -> bool:
-        """A new pending pod charged to a flavor holds its quota's guarantee on the other
-        flavors it may use (`hold.py`). True when it holds (its quotas' holds are synced)."""
-        if record.flavor is None or record.quota is None or not self.holds.enabled:
-            return False
-        config = self.tree_of(record.quota).config(record.quota)
-        if config is None:
-            return False
-        allowed = self._placing(record, config).allowed
-        if len(allowed) < 2:
-            return False
-        on = {}
-        for flavor in allowed:
-            suffix = f"@{flavor}"
-            amounts = self._charge_on(record, config, flavor)
-            on[flavor] = {r: a for r, a in amounts.items() if r.endswith(suffix)}
-        return self.holds.add(record.key, (record.quota, *record.also), on, record.flavor)
-
-    def _cannot_fit_on(
-        self,
-        name: str,
-        node: TreeNode,
-        path: list[TreeNode],
-        record: PodRecord,
-        charged: Mapping[str, int],
-        *,
-        waits: str | None,
-    ) -> bool:
-        """True when, were the pending pod charged `charged` (its demand moved to that
-        flavor in every tree), it could neither be admitted there nor wait there
-        (`waits`: the wait flavor found so far), by `flavor_fit.judge`'s bound: then its
-        demand need not move there to look."""
-        self.tree_of(name).node(name)  # runtimes settled
-        held = None if record.preemptible else self._quota_pods[name].non_preemptible_used
-        verdict = flavor_fit.judge(node, path, held, charged, record.request)
-        if verdict is flavor_fit.Verdict.QUOTA_SHORT:
-            return True  # neither admitted nor waiting there
-        if verdict is flavor_fit.Verdict.ANCESTOR_SHORT and waits is not None:
-            return True  # not admitted there, and it already has a wait flavor
-        if waits is None:
-            return False  # it may be the wait flavor: only the exact numbers say
-        for other in record.also:
-            tree = self.tree_of(other)
-            other_node = tree.node(other)
-            if other_node is None or not other_node.is_quota:
-                return True
-            held = None if record.preemptible else self._quota_pods[other].non_preemptible_used
-            verdict = flavor_fit.judge(
-                other_node, tree.path_up(other_node), held, charged, record.request
-            )
-            if verdict is not flavor_fit.Verdict.MAY_FIT:
-                return True  # not admitted there (another tree), and it waits elsewhere
-        return False
-
-    def _place_on_flavor(
-        self,
-        name: str,
-        node: TreeNode,
-        path: list[TreeNode],
-        record: PodRecord,
-        out: Decisions,
-        *,
-        placed: dict[object, str],
-    ) -> Placed:
-        """Charge a pending pod to the first allowed flavor where it fits now (docs/design.md).
-
-        A pod's demand counts on one flavor at a time, and runtime follows demand, so
-        each flavor is tried with the demand moved there. When none fits now, the pod
-        waits on the first allowed flavor where it fits its quota's runtime (only an
-        ancestor's lent quota stands in the way, which reclaim returns), else on the
-        first allowed flavor (where in-quota preemption may make room). `Placed.FITS`: it
-        fits there now, in every tree (the decider admits it without checking again);
-        `Placed.NOWHERE`: no flavor allows it; it waits, and says so.
-        """
-        config = node.config
-        assert config is not None
-        placing = self._placing(record, config)
-        allowed, same = placing.allowed, placing.likeness
-        if not allowed:
-            listed = ", ".join(config.flavors)
-            missing = [f for f in config.flavors if f not in self.flavors]
-            detail = f" ({', '.join(missing)} not defined yet)" if missing else ""
-            self._set_reason(
-                record,
-                f"waiting: none of ElasticQuota {name}'s flavors ({listed}){detail} "
-                "is allowed by the pod's nodeSelector or node affinity",
-                out,
-            )
-            return Placed.NOWHERE
-        pods = self._quota_pods[name]
-        here = Seat(node, path, pods)
-        earlier = placed.get(same)
-        if earlier is not None:
-            # A pod like this one found no flavor that fits now, and nothing was admitted or
-            # evicted since. The flavors other than its wait flavor have only lost demand
-            # since then (runtime never grows when demand shrinks): this pod cannot fit there
-            # either. On the wait flavor it may (its own demand adds runtime): the decider's
-            # usual checks say, on that flavor.
-            self._charge_to(record, earlier)
-            self.tree_of(name).node(name)  # runtimes settled (a hold may have moved)
-            return Placed.WAITS
-        wait: str | None = None
-        for flavor in allowed:
-            if flavor != record.flavor:
-                # Moving demand costs a settle: skip flavors where the pod cannot fit now
-                # (runtime never exceeds cap, the root's is the capacity), unless the flavor
-                # may still be the one it waits on.
-                charged = self._charge_on(record, config, flavor)
-                if self.options.bound_flavors:
-                    if self._cannot_fit_on(name, node, path, record, charged, waits=wait):
-                        continue
-                else:
-                    if not admission.may_fit(node, [], charged):
-                        continue
-                    if wait is not None and not admission.may_fit(node, path, charged):
-                        continue
-            self._charge_to(record, flavor)
-            self.tree_of(name).node(name)  # runtimes follow the moved demand
-            verdict = self._check(record, name, here)
-            if verdict.fits:
-                return Placed.FITS
-            # Short at its own quota, or at another tree's (try the next flavor); short only
-            # at an ancestor of its own: it may wait here (reclaim makes room).
-            if wait is None and verdict.quota == name and verdict.short is Short.ANCESTOR:
-                wait = flavor
-        placed[same] = wait or allowed[0]
-        self._charge_to(record, placed[same])
-        self.tree_of(name).node(name)
-        return Placed.WAITS

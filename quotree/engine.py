@@ -266,16 +266,12 @@ class Engine(Decider):
 
     def set_flavor(self, flavor: FlavorConfig) -> None:
         """A ResourceFlavor was added or changed: capacities and the pods that may use it."""
-        if self.flavors.get(flavor.name) == flavor:
-            return
-        self.flavors[flavor.name] = flavor
-        self.flavor_generation += 1
-        self._flavor_changed(flavor.name)
+        if self.placement.set_flavor(flavor):
+            self._flavor_changed(flavor.name)
 
     def remove_flavor(self, name: str) -> None:
         """A ResourceFlavor is gone: its capacity is 0; admitted pods stay charged to it."""
-        if self.flavors.pop(name, None) is not None:
-            self.flavor_generation += 1
+        if self.placement.remove_flavor(name):
             self._flavor_changed(name)
 
     def _flavor_changed(self, name: str) -> None:
@@ -318,7 +314,7 @@ class Engine(Decider):
         """Which flavor a new pod of a quota that splits its request by flavor is charged to.
 
         A gated pod starts on the first flavor it allows (the decider moves it to the
-        first where it fits, `Decider._place_on_flavor`). A running pod stays where it
+        first where it fits, `Placement.place`). A running pod stays where it
         is: its `quotree.io/flavor` label, else the flavor of the node it is bound to,
         else the first flavor it allows.
         """
@@ -328,7 +324,7 @@ class Engine(Decider):
         if config is None or not needs_flavor(config, facts.request, self.flavors):
             return
         record.flavor_needed = True
-        allowed = self._placing(record, config).allowed
+        allowed = self.placement.placing(record, config).allowed
         flavor = allowed[0] if allowed else None
         if not facts.gated:
             labelled = facts.labels.get(FLAVOR_LABEL)
@@ -346,7 +342,7 @@ class Engine(Decider):
                 flavor = on_node[0]
         if flavor is not None:
             record.flavor = flavor
-            record.charged = self._charge_on(record, config, flavor)
+            record.charged = self.placement.charge_on(record, config, flavor)
 
     def _unmanaged_charge(self, facts: PodFacts) -> dict[str, int]:
         """What a bound pod outside the tree holds: its request, also on its node's flavors."""
@@ -445,7 +441,7 @@ class Engine(Decider):
                 other_pods.add_also_pending(record)
         if facts.gated:
             pods.enqueue(record)
-            if self._hold_pending(record):
+            if self.placement.hold_pending(record):
                 return record  # its quotas' holds are synced on its flavors already
         else:
             self._admit(record, "running without the gate")

@@ -3,7 +3,7 @@
 Why a module of its own: a pod's demand counts on one flavor at a time and
 runtime follows demand, so whether it fits on another flavor is, exactly,
 known only after its demand moves there, which redistributes among every
-parent on the path (`runtime.py`). `Decider._place_on_flavor` asks this
+parent on the path (`runtime.py`). `Placement.place` asks this
 module first, and moves the demand only for a flavor where the pod may fit.
 
 The answer is a sound bound, not the rule: "no" means the pod cannot fit

@@ -7,7 +7,7 @@ flavors does its own nodeSelector or required node affinity allow
 (`allowed_flavors`)? What does it charge on a flavor (`charge`: the resources
 its quota splits by flavor renamed `<resource>@<flavor>`, plus the derived
 GPU memory)? Which flavor it is charged to (the first that fits) is the
-decider's (`decide.Decider._place_on_flavor`), since fitting needs the tree.
+decider's (`placement.Placement.place`), since fitting needs the tree.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Pending pods hold their quota's guarantee on the other flavors they may use.
 
 Why a module of its own: a pending pod's request counts on one flavor at a time (its
-wait flavor, `decide.Decider._place_on_flavor`), and runtime follows demand. Without
+wait flavor, `placement.Placement.place`), and runtime follows demand. Without
 more, the guarantee a quota has on its other flavors is lent to hungry siblings while
 its pods wait on one; when a pod of the quota can run on another, it moves there,
 takes the GPU back, and the sibling is reclaimed 30 s later: pods admitted only to be

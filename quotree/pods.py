@@ -29,13 +29,13 @@ class PodState(StrEnum):
 @dataclass(slots=True)
 class Placing:
     """The flavor look-ups for one pod that splits its request by flavor
-    (`Decider._placing`), valid while its quota's configuration (`config`, by identity) and
+    (`Placement.placing`), valid while its quota's configuration (`config`, by identity) and
     the ResourceFlavors (`generation`) stay as they were."""
 
     config: object
     generation: int
     allowed: list[str]  # the quota's flavors, in its order, that exist and the pod allows
-    likeness: tuple[object, ...]  # pods alike here are placed alike (`_place_on_flavor`)
+    likeness: tuple[object, ...]  # pods alike here are placed alike (`Placement.place`)
     charges: dict[str, dict[str, int]] = field(default_factory=dict)  # per flavor tried
 
 
@@ -64,7 +64,7 @@ class PodRecord:
     charged: dict[str, int] | None = None
     #: Its quota splits a resource it requests by flavor (it is admitted only on a flavor).
     flavor_needed: bool = False
-    #: Its flavor look-ups, while it waits (`Decider._placing`).
+    #: Its flavor look-ups, while it waits (`Placement.placing`).
     placing: Placing | None = None
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """The flavor bound (`flavor_fit.judge`) changes no decision (hypothesis).
 
-`Decider._place_on_flavor` judges a flavor a pod is not charged to by an upper bound of
+`Placement.place` judges a flavor a pod is not charged to by an upper bound of
 the runtimes it could get there, and moves the pod's demand there only when it may fit.
 Over random trees (nested Cohorts, lending and borrowing limits, weights 0, clusters
 smaller than the mins), 2 or 3 flavors (some deriving GPU memory, charged under its plain
