@@ -27,14 +27,14 @@ from quotree.eviction import (
 from quotree.fit import Seat, Short
 from quotree.hold import Holds
 from quotree.models import (
-    DEFAULT_TREE,
     FLAVOR_LABEL,
     MAINTENANCE_ANNOTATION,
 )
 from quotree.options import EngineOptions
 from quotree.placement import Placed, Placement
 from quotree.pods import PodRecord, PodState, QuotaPods
-from quotree.runtime import OUTSIDE, QuotaTree
+from quotree.runtime import QuotaTree
+from quotree.trees import Forest
 
 __all__ = ["Decider", "Decisions"]
 
@@ -66,11 +66,10 @@ class Decider:
 
     def __init__(self, reclaim_delay: float, options: EngineOptions) -> None:
         self.options = options
-        #: The default tree; `trees` holds every tree by name (api.md, "Several trees").
-        self.tree = QuotaTree()
-        self.trees: dict[str, QuotaTree] = {DEFAULT_TREE: self.tree}
-        self._tree_by_name: dict[str, QuotaTree] = {}  # node name -> its tree, when not default
-        self._forest = False  # more than one tree: the forest paths below are taken
+        #: Every tree by name, and which tree each node is in (`trees.py`).
+        self.forest = Forest()
+        self.tree = self.forest.default  # the default tree
+        self.trees = self.forest.trees
         self.reclaim_delay = reclaim_delay
         self.pods: dict[str, PodRecord] = {}
         self._quota_pods: dict[str, QuotaPods] = {}
@@ -99,19 +98,9 @@ class Decider:
 
     # ------------------------------------------------------------ records
 
-    @property
-    def forest(self) -> bool:
-        """True when more than one tree is in play."""
-        return self._forest
-
     def tree_of(self, name: str) -> QuotaTree:
         """The tree Cohort or ElasticQuota `name` belongs to (the default tree if unknown)."""
-        return self._tree_by_name.get(name, self.tree)
-
-    def _tree_name(self, node: TreeNode) -> str | None:
-        """The node's tree for reasons, None for the default tree."""
-        config = node.config
-        return config.tree if config is not None and config.tree != DEFAULT_TREE else None
+        return self.forest.tree_of(name)
 
     def _set_evicting(self, record: PodRecord, evicting: bool) -> None:
         assert record.quota is not None
@@ -127,13 +116,13 @@ class Decider:
         record.victims = NO_VICTIMS
         self._quota_pods[record.quota].add_admitted(record)
         self.tree_of(record.quota).add_used(record.quota, record.request)
-        if self._forest:
+        if self.forest.several:
             for other in record.also:
                 pods = self._quota_pods[other]
                 pods.remove_also_pending(record)
                 pods.add_admitted(record)
                 self.tree_of(other).add_used(other, record.request)
-            self._charge_outside(record, 1)
+            self.forest.charge_outside(record, 1)
         if record.flavor is not None and record.facts.gated:
             # What the operator's admission patch does to the pod (the watch confirms it).
             facts = record.facts
@@ -150,15 +139,6 @@ class Decider:
         """Admit a pending pod found to fit its quota `name` (and everything else)."""
         self._admit(record, f"fits in ElasticQuota {name}{how}")
         self._admitted(out, record, admission.fit_message(name, node, record))
-
-    def _charge_outside(self, record: PodRecord, sign: int) -> None:
-        """An admitted pod holds capacity in the trees that do not charge it too."""
-        if len(record.also) + 1 == len(self.trees):
-            return  # every tree charges it
-        charged = {self.tree_of(q) for q in (record.quota, *record.also) if q}
-        for tree in self.trees.values():
-            if tree not in charged:
-                tree.add_used(OUTSIDE, record.request, sign)
 
     def _admitted(self, out: Decisions, record: PodRecord, message: str) -> None:
         """Report an admission decided here (with the flavor's nodeLabels, if any)."""
@@ -185,7 +165,7 @@ class Decider:
         self.tree.set_lazy(
             self.options.lazy_runtimes
             and self.options.skip_shrunk_quotas
-            and not self._forest
+            and not self.forest.several
             and not self.flavors
         )
         changed = self.tree.settle()
@@ -195,7 +175,7 @@ class Decider:
         self._unannounced = {}
         evicted = False
         skipped: set[str] = set()
-        if self.options.skip_shrunk_quotas and not self._forest:
+        if self.options.skip_shrunk_quotas and not self.forest.several:
             # A quota that only lost room can neither admit nor need reclaim unless it is
             # now over its runtime: skip it without building its room (`_only_shrank`).
             # One tree only: with several, another tree's room may hold its pods back.
@@ -207,8 +187,8 @@ class Decider:
             }
             changed -= skipped
         names = changed | touched | set(self._over_since) | self._waiting_on_ancestor
-        if self._forest:
-            for tree in self.trees.values():
+        if self.forest.several:
+            for tree in self.forest:
                 if tree is not self.tree:
                     names |= tree.settle()
             released, self._released_in = self._released_in, set()
@@ -340,7 +320,7 @@ class Decider:
             record,
             short,
             non_preemptible=non_preemptible,
-            tree=self._tree_name(node) if self._forest else None,
+            tree=self.forest.label(node) if self.forest.several else None,
         )
         record.reason_key = key
         if record.reason != reason:
@@ -390,7 +370,7 @@ class Decider:
             why = problem.message if problem else f"ElasticQuota {other} does not exist"
             self._set_reason(record, f"waiting: {why}", out)
             return
-        label = self._tree_name(verdict.node)
+        label = self.forest.label(verdict.node)
         if short is Short.ANCESTOR:
             self._waiting_on_ancestor.add(name)
             lenders = self._lent(verdict.node, amounts, tree)
@@ -438,7 +418,7 @@ class Decider:
                 record,
                 short,
                 lenders,
-                tree=self._tree_name(node) if self._forest else None,
+                tree=self.forest.label(node) if self.forest.several else None,
             )
             record.reason_key = key
             if record.reason != reason:
@@ -527,7 +507,7 @@ class Decider:
         # reasons, and only when the quota happens to change too (the `skip_shrunk_quotas`
         # shortcut does not). With flavors or several trees a pod may be tried elsewhere:
         # every number counts.
-        ancestors = bool(self._forest or self.flavors or name in self._waiting_on_ancestor)
+        ancestors = bool(self.forest.several or self.flavors or name in self._waiting_on_ancestor)
         if (
             not force
             and before is not None

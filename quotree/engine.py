@@ -33,7 +33,7 @@ from quotree.resolution import (
     never_gated,
 )
 from quotree.rules import Problem
-from quotree.runtime import OUTSIDE, QuotaTree
+from quotree.runtime import QuotaTree
 from quotree.status import NodeReport, node_report
 
 __all__ = [
@@ -81,7 +81,7 @@ class Engine(Decider):
         old = home.structure.object(config.name, config.kind, config.namespace)
         if old == config:
             return  # e.g. our own status write coming back through the watch
-        if config.tree != DEFAULT_TREE or self._forest:
+        if config.tree != DEFAULT_TREE or self.forest.several:
             if self._set_forest_config(config, home, old):
                 return
         else:
@@ -107,7 +107,12 @@ class Engine(Decider):
     ) -> bool:
         """`set_config` when more than one tree is in play; True when nothing more is to do."""
         name = config.name
-        target = self._grow_tree(config.tree)
+        target = self.forest.grow(
+            config.tree,
+            self._capacity,
+            self._unmanaged,
+            (r.request for r in self.pods.values() if r.state is PodState.ADMITTED),
+        )
         if home is not target and name in home.structure:
             if old is None:
                 # Another object holds the name in another tree: keep the first (rule 6).
@@ -121,7 +126,7 @@ class Engine(Decider):
             moved = self._release_pods_of(name)
             home.remove_config(name, config.kind, config.namespace)
             target.set_config(config)
-            self._tree_by_name[name] = target
+            self.forest.settle(target, name)
             self.coverage.remove(old)
             if config.is_leaf:
                 self.coverage.add(config)
@@ -131,25 +136,8 @@ class Engine(Decider):
             self._reresolve(namespaces_of(old) | namespaces_of(config))
             return True
         target.set_config(config)
-        if target is not self.tree:
-            self._tree_by_name[name] = target
+        self.forest.settle(target, name)
         return False
-
-    def _grow_tree(self, tree: str) -> QuotaTree:
-        """The tree called `tree`, made (with the cluster's capacity and what is already
-        admitted, which it does not charge) when it is new."""
-        existing = self.trees.get(tree)
-        if existing is not None:
-            return existing
-        new = QuotaTree()
-        new.set_capacity(self._capacity)
-        new.add_unmanaged(self._unmanaged)
-        for record in self.pods.values():
-            if record.state is PodState.ADMITTED:
-                new.add_used(OUTSIDE, record.request)
-        self.trees[tree] = new
-        self._forest = True
-        return new
 
     def _release_pods_of(self, name: str) -> list[PodFacts]:
         """Forget every pod charged to quota `name`; their facts, to be observed again."""
@@ -165,28 +153,19 @@ class Engine(Decider):
 
     def _add_unmanaged(self, request: Mapping[str, int], sign: int = 1) -> None:
         add_amounts(self._unmanaged, request, sign)
-        for tree in self.trees.values():
-            tree.add_unmanaged(request, sign)
+        self.forest.add_unmanaged(request, sign)
 
     def all_configs(self) -> dict[str, NodeConfig]:
         """Every Cohort and ElasticQuota the engine holds, by name, over all trees."""
-        if not self._forest:
-            return dict(self.tree.configs())
-        out: dict[str, NodeConfig] = {}
-        for tree in self.trees.values():
-            out.update(tree.configs())
-        return out
+        return self.forest.configs()
 
     def tree_configs(self) -> dict[str, Mapping[str, NodeConfig]]:
         """Each tree's Cohorts and ElasticQuotas by name (the `Structure`), by tree name."""
-        return {name: tree.configs() for name, tree in self.trees.items()}
+        return self.forest.tree_configs()
 
     def problems(self) -> dict[str, Problem]:
         """Nodes outside the live trees, by name, and why (every tree)."""
-        out: dict[str, Problem] = {}
-        for tree in self.trees.values():
-            out.update(tree.problems)
-        return out
+        return self.forest.problems()
 
     def remove_config(
         self, name: str, *, kind: str | None = None, namespace: str | None = None
@@ -215,7 +194,7 @@ class Engine(Decider):
             if other.is_leaf:
                 self.coverage.add(other)  # it may share namespaces with the one removed
         if name not in home.structure:
-            self._tree_by_name.pop(name, None)
+            self.forest.forget(name)
         self._touched.add(name)
         self.holds.sync(name)  # no min any more (or another object's)
         self._reresolve(namespaces)
@@ -259,8 +238,7 @@ class Engine(Decider):
     def _set_capacity(self) -> None:
         """Every tree shares out the whole cluster (flavors' capacities included)."""
         self._capacity = cluster_capacity(self._cluster_nodes, self.flavors)
-        for tree in self.trees.values():
-            tree.set_capacity(self._capacity)
+        self.forest.set_capacity(self._capacity)
 
     # ------------------------------------------------------------ resource flavors
 
@@ -476,8 +454,8 @@ class Engine(Decider):
             other_pods.remove_also_pending(record)
             if other_pods.remove_admitted(record):
                 other_tree.add_used(other, record.request, -1)
-        if admitted and self._forest:
-            self._charge_outside(record, -1)
+        if admitted and self.forest.several:
+            self.forest.charge_outside(record, -1)
         if not admitted and self.holds.remove(key):
             return record  # its quotas' holds are synced on its flavors already
         self.holds.changed((record.quota, *record.also), record.request)

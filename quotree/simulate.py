@@ -307,7 +307,7 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             "valid": report.problem is None,
             "problem": report.problem.message if report.problem else None,
         }
-    forest = engine if engine.forest else None
+    forest = engine if engine.forest.several else None
     pods = {
         record.key: _pod_entry(record, forest)
         for record in sorted(engine.pod_records(), key=lambda r: r.arrival)
