@@ -11,12 +11,12 @@ made to look like; time comes in as an argument.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Literal
 
 from quotree import admission, fit
 from quotree.accounts import TreeNode
+from quotree.decisions import Decisions
 from quotree.eviction import (
     Eviction,
     over_runtime,
@@ -33,32 +33,17 @@ from quotree.models import (
 from quotree.options import EngineOptions
 from quotree.placement import Placed, Placement
 from quotree.pods import PodRecord, PodState, QuotaPods
+from quotree.reasons import Reasons
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest
 
-__all__ = ["Decider", "Decisions"]
+__all__ = ["Decider"]
 
 #: Where the admission check finds a quota that is not in a live tree.
 MISSING = Seat(None, [], None)
 
 #: One empty set for every admitted pod (an empty frozenset is not shared: 216 bytes each).
 NO_VICTIMS: frozenset[str] = frozenset()
-
-
-@dataclass(slots=True)
-class Decisions:
-    """What the cluster should be made to look like after one `decide()`."""
-
-    admitted: list[tuple[str, str]] = field(default_factory=list)  # (pod, message)
-    evictions: list[Eviction] = field(default_factory=list)
-    labels: dict[str, str] = field(default_factory=dict)  # pod -> in-quota / over-quota
-    pending: dict[str, str] = field(default_factory=dict)  # pod -> why it waits (when it changed)
-    #: pod -> (flavor, its nodeLabels) for admitted pods charged to a flavor: the operator
-    #: adds the labels to the pod's nodeSelector in the patch that removes the gate.
-    flavors: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.admitted or self.evictions or self.labels or self.pending)
 
 
 class Decider:
@@ -80,12 +65,9 @@ class Decider:
         self._over_since: dict[str, float] = {}  # quota -> since when used > runtime
         self._unresolved: dict[str, PodRecord] = {}  # gated pods no quota will take
         self._unannounced: dict[str, str] = {}  # their reasons, until the next decide()
-        self._waiting_on_ancestor: set[str] = set()  # quotas with pods that wait for lent quota
-        self._lenders: dict[TreeNode, list[admission.Lender]] = {}  # per ancestor, this round
         # Quotas whose waiting pods' reasons a reclaim of this round changed ("being evicted"):
         # looked at again before the round ends (`_decide_round`).
         self._rewake: set[str] = set()
-        self._now = 0.0
         self._admissions = itertools.count(1)
         #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
         self.maintenance: str | None = None
@@ -95,6 +77,8 @@ class Decider:
         self.placement = Placement(self.tree_of, self._quota_pods, self.holds, options)
         #: ResourceFlavors by name (the placement's; changed through `Engine.set_flavor`).
         self.flavors = self.placement.flavors
+        #: Why pending pods wait (`reasons.py`).
+        self.reasons = Reasons(self.forest, self._quota_pods, self._over_since, reclaim_delay)
 
     # ------------------------------------------------------------ records
 
@@ -170,7 +154,7 @@ class Decider:
         )
         changed = self.tree.settle()
         touched, self._touched = self._touched, set()
-        self._now, self._lenders = now, {}
+        self.reasons.new_round(now)
         out.pending.update(self._unannounced)
         self._unannounced = {}
         evicted = False
@@ -186,7 +170,7 @@ class Decider:
                 if name not in grown and name not in touched and self._only_shrank(name)
             }
             changed -= skipped
-        names = changed | touched | set(self._over_since) | self._waiting_on_ancestor
+        names = changed | touched | set(self._over_since) | self.reasons.waiting_on_ancestor
         if self.forest.several:
             for tree in self.forest:
                 if tree is not self.tree:
@@ -236,7 +220,7 @@ class Decider:
         `QuotaTree.grown_quotas`): its pending pods were looked at with at least this much
         room (`QuotaPods.room` is set), it waits for no ancestor, it was not over its
         runtime and is not now. `_decide_quota` would then change nothing."""
-        if name in self._over_since or name in self._waiting_on_ancestor:
+        if name in self._over_since or name in self.reasons.waiting_on_ancestor:
             return False
         pods = self._quota_pods.get(name)
         if pods is None:
@@ -267,7 +251,7 @@ class Decider:
             problem = tree.problems.get(name)
             why = problem.message if problem else f"ElasticQuota {name} does not exist"
             for _, key in pods.pending:
-                self._set_reason(self.pods[key], f"waiting: {why}", out)
+                self.reasons.set(self.pods[key], f"waiting: {why}", out)
             return False
         maintenance = self._in_maintenance(node)
         if maintenance is not None:
@@ -275,7 +259,7 @@ class Decider:
             self._over_since.pop(name, None)
             pods.room = None  # when it ends, look at every pending pod again
             for _, key in pods.pending:
-                self._set_reason(
+                self.reasons.set(
                     self.pods[key],
                     f"waiting: maintenance mode ({maintenance}): quotree admits nothing new and "
                     "evicts nothing until it ends",
@@ -291,41 +275,6 @@ class Decider:
                     record.capacity = label
                     out.labels[record.key] = label
         return evicted
-
-    def _set_reason(self, record: PodRecord, reason: str, out: Decisions) -> None:
-        record.reason_key = None
-        if record.reason != reason:
-            record.reason = reason
-            out.pending[record.key] = reason
-
-    def _set_why(
-        self,
-        name: str,
-        node: TreeNode,
-        record: PodRecord,
-        short: Mapping[str, int],
-        out: Decisions,
-        *,
-        non_preemptible: bool = False,
-    ) -> None:
-        """Why the pod does not fit; the message is built only when its numbers change."""
-        key = admission.reason_key(node, short, non_preemptible=non_preemptible)
-        if record.reason_key == key:
-            return
-        pods = self._quota_pods[name]
-        reason = admission.why_not(
-            name,
-            node,
-            pods,
-            record,
-            short,
-            non_preemptible=non_preemptible,
-            tree=self.forest.label(node) if self.forest.several else None,
-        )
-        record.reason_key = key
-        if record.reason != reason:
-            record.reason = reason
-            out.pending[record.key] = reason
 
     def _seat(self, name: str) -> Seat:
         """Quota `name` as the admission check sees it (its tree's runtimes settled)."""
@@ -348,113 +297,6 @@ class Decider:
         for other in record.also:
             yield other, self._seat(other)
 
-    def _explain(
-        self, name: str, node: TreeNode, record: PodRecord, verdict: fit.Verdict, out: Decisions
-    ) -> None:
-        """Say why a pending pod of quota `name` waits, from the admission check's verdict."""
-        short, amounts = verdict.short, verdict.amounts
-        if verdict.quota == name:
-            if short is Short.ANCESTOR:
-                assert verdict.node is not None
-                self._waits_for_ancestor(name, node, verdict.node, record, short=amounts, out=out)
-            else:
-                self._set_why(
-                    name, node, record, amounts, out, non_preemptible=short is Short.NON_PREEMPTIBLE
-                )
-            return
-        # Its quota in another tree (api.md, "Several trees").
-        other = verdict.quota
-        tree = self.tree_of(other)
-        if short is Short.MISSING or verdict.node is None:
-            problem = tree.problems.get(other)
-            why = problem.message if problem else f"ElasticQuota {other} does not exist"
-            self._set_reason(record, f"waiting: {why}", out)
-            return
-        label = self.forest.label(verdict.node)
-        if short is Short.ANCESTOR:
-            self._waiting_on_ancestor.add(name)
-            lenders = self._lent(verdict.node, amounts, tree)
-            reason = admission.why_waits(verdict.node, record, amounts, lenders, tree=label)
-        else:
-            reason = admission.why_not(
-                other,
-                verdict.node,
-                self._quota_pods[other],
-                record,
-                amounts,
-                non_preemptible=short is Short.NON_PREEMPTIBLE,
-                tree=label,
-            )
-        self._set_reason(record, reason, out)
-
-    def _waits_for_ancestor(
-        self,
-        name: str,
-        node: TreeNode,
-        ancestor: TreeNode,
-        record: PodRecord,
-        *,
-        short: Mapping[str, int],
-        out: Decisions,
-    ) -> None:
-        """The pod fits its quota, but an ancestor (or the cluster) still holds lent quota.
-
-        It waits, with a reason that names the ancestor, the quotas that hold
-        more than their runtime below it and when they are reclaimed.
-        """
-        self._waiting_on_ancestor.add(name)
-        tree = self.tree_of(name)
-        lenders = self._lent(ancestor, short, tree)
-        key = (
-            "ancestor",
-            id(tree),
-            ancestor.name,
-            tuple((r, short[r], ancestor.used[r], ancestor.runtime[r]) for r in short),
-            tuple((x.quota, x.resource, x.amount, x.seconds is None) for x in lenders),
-        )
-        if record.reason_key != key:
-            reason = admission.why_waits(
-                ancestor,
-                record,
-                short,
-                lenders,
-                tree=self.forest.label(node) if self.forest.several else None,
-            )
-            record.reason_key = key
-            if record.reason != reason:
-                record.reason = reason
-                out.pending[record.key] = reason
-
-    def _lent(
-        self, ancestor: TreeNode, short: Mapping[str, int], tree: QuotaTree
-    ) -> list[admission.Lender]:
-        """What the quotas below `ancestor` hold above their runtime in `short`'s resources."""
-        lenders = self._lenders.get(ancestor)
-        if lenders is None:
-            lenders = []
-            for quota in tree.quotas_below(ancestor):
-                pods = self._quota_pods.get(quota.name)
-                evicting = pods.evicting if pods else {}
-                for resource in quota.resources:
-                    excess = quota.used[resource] - quota.runtime[resource]
-                    if excess <= 0:
-                        continue
-                    if excess > evicting.get(resource, 0):
-                        since = self._over_since.get(quota.name, self._now)
-                        seconds: float | None = since + self.reclaim_delay - self._now
-                    else:
-                        seconds = None
-                    lenders.append(admission.Lender(quota.name, resource, excess, seconds))
-            self._lenders[ancestor] = lenders
-        out = []
-        missing = dict(short)
-        for lender in lenders:
-            if missing.get(lender.resource, 0) > 0:
-                amount = min(lender.amount, missing[lender.resource])
-                missing[lender.resource] -= amount
-                out.append(admission.Lender(lender.quota, lender.resource, amount, lender.seconds))
-        return out
-
     def _reclaim(
         self, name: str, node: TreeNode, pods: QuotaPods, now: float, out: Decisions
     ) -> bool:
@@ -471,10 +313,10 @@ class Decider:
         reason = reclaim_reason(name, node, pods, over)
         for victim in victims:
             self._evict(victim, "Reclaimed", reason, out)
-        for waiting in self._waiting_on_ancestor:
+        for waiting in self.reasons.waiting_on_ancestor:
             self._quota_pods[waiting].room = None  # their reasons now say "being evicted"
-        self._rewake |= self._waiting_on_ancestor
-        self._lenders = {}
+        self._rewake |= self.reasons.waiting_on_ancestor
+        self.reasons.lenders_changed()
         self._over_since.pop(name, None)
         return True
 
@@ -507,7 +349,9 @@ class Decider:
         # reasons, and only when the quota happens to change too (the `skip_shrunk_quotas`
         # shortcut does not). With flavors or several trees a pod may be tried elsewhere:
         # every number counts.
-        ancestors = bool(self.forest.several or self.flavors or name in self._waiting_on_ancestor)
+        ancestors = bool(
+            self.forest.several or self.flavors or name in self.reasons.waiting_on_ancestor
+        )
         if (
             not force
             and before is not None
@@ -547,7 +391,7 @@ class Decider:
     def _scan_pending(
         self, name: str, node: TreeNode, path: list[TreeNode], pods: QuotaPods, out: Decisions
     ) -> bool:
-        self._waiting_on_ancestor.discard(name)  # added back below while a pod still waits
+        self.reasons.waiting_on_ancestor.discard(name)  # added back below while a pod still waits
         evicted = False
         # Where an earlier pending pod of this scan, fitting no flavor now, waits (by its
         # allowed flavors, request and preemptibility); forgotten when a pod is admitted or
@@ -566,7 +410,7 @@ class Decider:
                 )
                 if placement is Placed.NOWHERE:
                     assert node.config is not None
-                    self._set_reason(record, self.placement.nowhere(name, node.config), out)
+                    self.reasons.set(record, self.placement.nowhere(name, node.config), out)
                     continue
                 if placement is Placed.FITS:  # checked there, every tree and ancestor
                     self._admit_fit(name, node, record, out)
@@ -578,13 +422,13 @@ class Decider:
                 placed.clear()
                 continue
             if verdict.quota != name or verdict.short is not Short.QUOTA:
-                self._explain(name, node, record, verdict, out)
+                self.reasons.explain(name, node, record, verdict, out)
                 continue
             short = verdict.amounts
             if record.victims and any(
                 v in self.pods and self.pods[v].evicting for v in record.victims
             ):
-                self._set_reason(record, admission.waiting_for_victims(record), out)
+                self.reasons.set(record, admission.waiting_for_victims(record), out)
                 continue
             if may_preempt and lowest is None:
                 lowest = min(
@@ -616,11 +460,11 @@ class Decider:
                     if after.fits:
                         self._admit_fit(name, node, record, out, " after preemption")
                     elif after.quota == name and after.short is Short.QUOTA:
-                        self._set_reason(record, admission.waiting_for_victims(record), out)
+                        self.reasons.set(record, admission.waiting_for_victims(record), out)
                     else:
-                        self._explain(name, node, record, after, out)
+                        self.reasons.explain(name, node, record, after, out)
                     continue
-            self._set_why(name, node, record, short, out)
+            self.reasons.why(name, node, record, short, out)
         return evicted
 
     # ------------------------------------------------------------ maintenance mode

@@ -18,7 +18,8 @@ import itertools
 from collections.abc import Iterable, Mapping
 
 from quotree.capacity import cluster_capacity, flavor_matches
-from quotree.decide import Decider, Decisions
+from quotree.decide import Decider
+from quotree.decisions import Decisions
 from quotree.eviction import Eviction
 from quotree.flavors import needs_flavor
 from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, FlavorConfig, NodeConfig, PodFacts, flavored

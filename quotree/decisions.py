@@ -1,0 +1,29 @@
+"""What one round of decisions asks the cluster for: `Decisions`.
+
+Why a module of its own: the decision loop (`decide.py`) fills it, the parts it calls
+(`reasons.py`) add to it, and the shells carry it out; none of them owns it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from quotree.eviction import Eviction
+
+__all__ = ["Decisions"]
+
+
+@dataclass(slots=True)
+class Decisions:
+    """What the cluster should be made to look like after one `decide()`."""
+
+    admitted: list[tuple[str, str]] = field(default_factory=list)  # (pod, message)
+    evictions: list[Eviction] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # pod -> in-quota / over-quota
+    pending: dict[str, str] = field(default_factory=dict)  # pod -> why it waits (when it changed)
+    #: pod -> (flavor, its nodeLabels) for admitted pods charged to a flavor: the operator
+    #: adds the labels to the pod's nodeSelector in the patch that removes the gate.
+    flavors: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.admitted or self.evictions or self.labels or self.pending)

@@ -1,0 +1,194 @@
+"""Why a waiting pod waits: the Pending reasons, with numbers, from the admission check.
+
+Why a module of its own: the words users read (the `Pending` events, `kubectl quotree
+why`) are built from the admission check's verdict (`fit.check`) and, for a pod that
+waits for lent quota, from who holds it and when it comes back. This part keeps what
+those words need from one round of decisions (the lenders below each full ancestor,
+the quotas whose pods wait for an ancestor) and writes a reason only when its numbers
+changed. The words themselves are `admission`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from quotree import admission
+from quotree.accounts import TreeNode
+from quotree.decisions import Decisions
+from quotree.fit import Short, Verdict
+from quotree.pods import PodRecord, QuotaPods
+from quotree.runtime import QuotaTree
+from quotree.trees import Forest
+
+__all__ = ["Reasons"]
+
+
+class Reasons:
+    """The Pending reasons of one engine (see module docstring)."""
+
+    def __init__(
+        self,
+        forest: Forest,
+        quota_pods: Mapping[str, QuotaPods],
+        over_since: Mapping[str, float],
+        reclaim_delay: float,
+    ) -> None:
+        self._forest = forest
+        self._quota_pods = quota_pods
+        self._over_since = over_since  # quota -> since when used > runtime (the decider's)
+        self._reclaim_delay = reclaim_delay
+        #: Quotas with pods that wait for lent quota (at an ancestor, in any tree).
+        self.waiting_on_ancestor: set[str] = set()
+        self._lenders: dict[TreeNode, list[admission.Lender]] = {}  # per ancestor, this round
+        self.now = 0.0
+
+    def new_round(self, now: float) -> None:
+        """A round of decisions starts at `now`: who lends what is looked at afresh."""
+        self.now = now
+        self._lenders = {}
+
+    def lenders_changed(self) -> None:
+        """A reclaim asked for evictions: the lenders are looked at afresh."""
+        self._lenders = {}
+
+    def set(self, record: PodRecord, reason: str, out: Decisions) -> None:
+        record.reason_key = None
+        if record.reason != reason:
+            record.reason = reason
+            out.pending[record.key] = reason
+
+    def why(
+        self,
+        name: str,
+        node: TreeNode,
+        record: PodRecord,
+        short: Mapping[str, int],
+        out: Decisions,
+        *,
+        non_preemptible: bool = False,
+    ) -> None:
+        """Why the pod does not fit; the message is built only when its numbers change."""
+        key = admission.reason_key(node, short, non_preemptible=non_preemptible)
+        if record.reason_key == key:
+            return
+        pods = self._quota_pods[name]
+        reason = admission.why_not(
+            name,
+            node,
+            pods,
+            record,
+            short,
+            non_preemptible=non_preemptible,
+            tree=self._forest.label(node) if self._forest.several else None,
+        )
+        record.reason_key = key
+        if record.reason != reason:
+            record.reason = reason
+            out.pending[record.key] = reason
+
+    def explain(
+        self, name: str, node: TreeNode, record: PodRecord, verdict: Verdict, out: Decisions
+    ) -> None:
+        """Say why a pending pod of quota `name` waits, from the admission check's verdict."""
+        short, amounts = verdict.short, verdict.amounts
+        if verdict.quota == name:
+            if short is Short.ANCESTOR:
+                assert verdict.node is not None
+                self.waits_for_ancestor(name, node, verdict.node, record, short=amounts, out=out)
+            else:
+                self.why(
+                    name, node, record, amounts, out, non_preemptible=short is Short.NON_PREEMPTIBLE
+                )
+            return
+        # Its quota in another tree (api.md, "Several trees").
+        other = verdict.quota
+        tree = self._forest.tree_of(other)
+        if short is Short.MISSING or verdict.node is None:
+            problem = tree.problems.get(other)
+            why = problem.message if problem else f"ElasticQuota {other} does not exist"
+            self.set(record, f"waiting: {why}", out)
+            return
+        label = self._forest.label(verdict.node)
+        if short is Short.ANCESTOR:
+            self.waiting_on_ancestor.add(name)
+            lenders = self.lent(verdict.node, amounts, tree)
+            reason = admission.why_waits(verdict.node, record, amounts, lenders, tree=label)
+        else:
+            reason = admission.why_not(
+                other,
+                verdict.node,
+                self._quota_pods[other],
+                record,
+                amounts,
+                non_preemptible=short is Short.NON_PREEMPTIBLE,
+                tree=label,
+            )
+        self.set(record, reason, out)
+
+    def waits_for_ancestor(
+        self,
+        name: str,
+        node: TreeNode,
+        ancestor: TreeNode,
+        record: PodRecord,
+        *,
+        short: Mapping[str, int],
+        out: Decisions,
+    ) -> None:
+        """The pod fits its quota, but an ancestor (or the cluster) still holds lent quota.
+
+        It waits, with a reason that names the ancestor, the quotas that hold
+        more than their runtime below it and when they are reclaimed.
+        """
+        self.waiting_on_ancestor.add(name)
+        tree = self._forest.tree_of(name)
+        lenders = self.lent(ancestor, short, tree)
+        key = (
+            "ancestor",
+            id(tree),
+            ancestor.name,
+            tuple((r, short[r], ancestor.used[r], ancestor.runtime[r]) for r in short),
+            tuple((x.quota, x.resource, x.amount, x.seconds is None) for x in lenders),
+        )
+        if record.reason_key != key:
+            reason = admission.why_waits(
+                ancestor,
+                record,
+                short,
+                lenders,
+                tree=self._forest.label(node) if self._forest.several else None,
+            )
+            record.reason_key = key
+            if record.reason != reason:
+                record.reason = reason
+                out.pending[record.key] = reason
+
+    def lent(
+        self, ancestor: TreeNode, short: Mapping[str, int], tree: QuotaTree
+    ) -> list[admission.Lender]:
+        """What the quotas below `ancestor` hold above their runtime in `short`'s resources."""
+        lenders = self._lenders.get(ancestor)
+        if lenders is None:
+            lenders = []
+            for quota in tree.quotas_below(ancestor):
+                pods = self._quota_pods.get(quota.name)
+                evicting = pods.evicting if pods else {}
+                for resource in quota.resources:
+                    excess = quota.used[resource] - quota.runtime[resource]
+                    if excess <= 0:
+                        continue
+                    if excess > evicting.get(resource, 0):
+                        since = self._over_since.get(quota.name, self.now)
+                        seconds: float | None = since + self._reclaim_delay - self.now
+                    else:
+                        seconds = None
+                    lenders.append(admission.Lender(quota.name, resource, excess, seconds))
+            self._lenders[ancestor] = lenders
+        out = []
+        missing = dict(short)
+        for lender in lenders:
+            if missing.get(lender.resource, 0) > 0:
+                amount = min(lender.amount, missing[lender.resource])
+                missing[lender.resource] -= amount
+                out.append(admission.Lender(lender.quota, lender.resource, amount, lender.seconds))
+        return out
