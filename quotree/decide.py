@@ -1,17 +1,17 @@
 """Decisions: admission, in-quota preemption, reclaim and labels, one quota at a time.
 
-Why a module of its own: `Engine` (engine.py) keeps its records current from
-what the cluster shows; `Decider` holds those records and takes the
-decisions of the semantics on them ("Admission", "In-quota preemption",
-"Reclaim", "In-quota and over-quota pods"), asking `admission` and `eviction`
-for the rules and the words. `decide(now)` returns what the cluster should be
-made to look like; time comes in as an argument.
+Why a module of its own: `Engine` (engine.py) keeps the ledger's records current from
+what the cluster shows; `Decider` is the loop that takes the decisions of the
+semantics on them ("Admission", "In-quota preemption", "Reclaim", "In-quota and
+over-quota pods"): it orders the quotas and their waiting pods and asks the parts it is
+built from: the admission check (`fit`), flavor placement (`placement`), the reasons
+(`reasons`), and `eviction` for the victims. `decide(now)` returns what the cluster
+should be made to look like; time comes in as an argument.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 from quotree import admission, fit
@@ -26,6 +26,7 @@ from quotree.eviction import (
 )
 from quotree.fit import Seat, Short
 from quotree.hold import Holds
+from quotree.ledger import Ledger
 from quotree.models import (
     FLAVOR_LABEL,
     MAINTENANCE_ANNOTATION,
@@ -47,38 +48,36 @@ NO_VICTIMS: frozenset[str] = frozenset()
 
 
 class Decider:
-    """The engine's records and the decisions taken on them; `Engine` feeds the records."""
+    """The decisions of semantics.md taken on the ledger's records, one quota at a time."""
 
-    def __init__(self, reclaim_delay: float, options: EngineOptions) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        forest: Forest,
+        placement: Placement,
+        holds: Holds,
+        *,
+        options: EngineOptions,
+        reclaim_delay: float,
+    ) -> None:
+        self.ledger = ledger
+        self.forest = forest
+        self.tree = forest.default  # the default tree
+        self.placement = placement
+        self.flavors = placement.flavors
+        self.holds = holds
         self.options = options
-        #: Every tree by name, and which tree each node is in (`trees.py`).
-        self.forest = Forest()
-        self.tree = self.forest.default  # the default tree
-        self.trees = self.forest.trees
         self.reclaim_delay = reclaim_delay
-        self.pods: dict[str, PodRecord] = {}
-        self._quota_pods: dict[str, QuotaPods] = {}
-        self._touched: set[str] = set()  # quotas whose pods or configuration changed
-        # Quotas of other trees that a pod left (or kept, its eviction refused): the queues
-        # of the pods also charged to them look again (`_waiting_behind`).
-        self._released_in: set[str] = set()
         self._over_since: dict[str, float] = {}  # quota -> since when used > runtime
-        self._unresolved: dict[str, PodRecord] = {}  # gated pods no quota will take
-        self._unannounced: dict[str, str] = {}  # their reasons, until the next decide()
         # Quotas whose waiting pods' reasons a reclaim of this round changed ("being evicted"):
-        # looked at again before the round ends (`_decide_round`).
+        # looked at again before the round ends (`decide_round`).
         self._rewake: set[str] = set()
-        self._admissions = itertools.count(1)
         #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
         self.maintenance: str | None = None
-        #: What pending pods hold on the flavors they do not wait on (`hold.py`).
-        self.holds = Holds(self.tree_of, enabled=options.holds)
-        #: Which flavor a pending pod is charged to (`placement.py`).
-        self.placement = Placement(self.tree_of, self._quota_pods, self.holds, options)
-        #: ResourceFlavors by name (the placement's; changed through `Engine.set_flavor`).
-        self.flavors = self.placement.flavors
         #: Why pending pods wait (`reasons.py`).
-        self.reasons = Reasons(self.forest, self._quota_pods, self._over_since, reclaim_delay)
+        self.reasons = Reasons(forest, ledger.quota_pods, self._over_since, reclaim_delay)
+        #: Called for each eviction asked for (the simulator carries it out at once).
+        self.evicted: Callable[[PodRecord, str, str], None] | None = None
 
     # ------------------------------------------------------------ records
 
@@ -86,23 +85,18 @@ class Decider:
         """The tree Cohort or ElasticQuota `name` belongs to (the default tree if unknown)."""
         return self.forest.tree_of(name)
 
-    def _set_evicting(self, record: PodRecord, evicting: bool) -> None:
-        assert record.quota is not None
-        self._quota_pods[record.quota].set_evicting(record, evicting)
-        for other in record.also:
-            self._quota_pods[other].set_evicting(record, evicting)
-
-    def _admit(self, record: PodRecord, message: str) -> None:
+    def admit(self, record: PodRecord, message: str) -> None:
+        """Admit a pending pod (or take in one running without the gate)."""
         assert record.quota is not None
         record.state = PodState.ADMITTED
-        record.admitted_seq = next(self._admissions)
+        record.admitted_seq = next(self.ledger.admissions)
         record.reason = message
         record.victims = NO_VICTIMS
-        self._quota_pods[record.quota].add_admitted(record)
+        self.ledger.quota_pods[record.quota].add_admitted(record)
         self.tree_of(record.quota).add_used(record.quota, record.request)
         if self.forest.several:
             for other in record.also:
-                pods = self._quota_pods[other]
+                pods = self.ledger.quota_pods[other]
                 pods.remove_also_pending(record)
                 pods.add_admitted(record)
                 self.tree_of(other).add_used(other, record.request)
@@ -121,7 +115,7 @@ class Decider:
         self, name: str, node: TreeNode, record: PodRecord, out: Decisions, how: str = ""
     ) -> None:
         """Admit a pending pod found to fit its quota `name` (and everything else)."""
-        self._admit(record, f"fits in ElasticQuota {name}{how}")
+        self.admit(record, f"fits in ElasticQuota {name}{how}")
         self._admitted(out, record, admission.fit_message(name, node, record))
 
     def _admitted(self, out: Decisions, record: PodRecord, message: str) -> None:
@@ -139,10 +133,10 @@ class Decider:
     def decide(self, now: float = 0.0) -> Decisions:
         """Admit what fits, preempt within quotas, reclaim lent quota."""
         out = Decisions()
-        self._decide_round(now, out)
+        self.decide_round(now, out)
         return out
 
-    def _decide_round(self, now: float, out: Decisions) -> bool:
+    def decide_round(self, now: float, out: Decisions) -> bool:
         """One pass over the quotas that may have changed; True when it evicted."""
         # Deferred subtrees (`QuotaTree.lazy`) rely on this shortcut; with several trees or
         # flavors, quotas are looked at for more than their own runtime: everything eager.
@@ -153,10 +147,10 @@ class Decider:
             and not self.flavors
         )
         changed = self.tree.settle()
-        touched, self._touched = self._touched, set()
+        touched, self.ledger.touched = self.ledger.touched, set()
         self.reasons.new_round(now)
-        out.pending.update(self._unannounced)
-        self._unannounced = {}
+        out.pending.update(self.ledger.unannounced)
+        self.ledger.unannounced = {}
         evicted = False
         skipped: set[str] = set()
         if self.options.skip_shrunk_quotas and not self.forest.several:
@@ -175,7 +169,7 @@ class Decider:
             for tree in self.forest:
                 if tree is not self.tree:
                     names |= tree.settle()
-            released, self._released_in = self._released_in, set()
+            released, self.ledger.released_in = self.ledger.released_in, set()
             names |= self._waiting_behind(names | released)
         order = sorted(names)
         i = 0
@@ -195,7 +189,7 @@ class Decider:
         # Placing a pod on a flavor moves its demand, which changes other quotas' runtimes:
         # look at those now (their reclaim clock starts), not one round later. So are the
         # quotas whose pods wait for what a reclaim of this round now takes back.
-        for tree in list(self.trees.values()):
+        for tree in list(self.forest):
             again = tree.settle()
             if self._rewake:
                 again |= {name for name in self._rewake if self.tree_of(name) is tree}
@@ -209,7 +203,7 @@ class Decider:
         tree): when that quota changes, they look at their pending pods again."""
         woken: set[str] = set()
         for name in names:
-            pods = self._quota_pods.get(name)
+            pods = self.ledger.quota_pods.get(name)
             if pods is not None and pods.queued_in:
                 woken.update(pods.queued_in)  # their `room` holds this quota's room too
         return woken
@@ -222,7 +216,7 @@ class Decider:
         runtime and is not now. `_decide_quota` would then change nothing."""
         if name in self._over_since or name in self.reasons.waiting_on_ancestor:
             return False
-        pods = self._quota_pods.get(name)
+        pods = self.ledger.quota_pods.get(name)
         if pods is None:
             return True
         if pods.pending and pods.room is None:
@@ -239,7 +233,7 @@ class Decider:
         return all(used[r] <= runtime[r] for r in node.resources)
 
     def _decide_quota(self, name: str, now: float, out: Decisions, *, relabel: bool) -> bool:
-        pods = self._quota_pods.get(name)
+        pods = self.ledger.quota_pods.get(name)
         tree = self.tree_of(name)
         node = tree.node(name)
         if pods is None:
@@ -251,7 +245,7 @@ class Decider:
             problem = tree.problems.get(name)
             why = problem.message if problem else f"ElasticQuota {name} does not exist"
             for _, key in pods.pending:
-                self.reasons.set(self.pods[key], f"waiting: {why}", out)
+                self.reasons.set(self.ledger.pods[key], f"waiting: {why}", out)
             return False
         maintenance = self._in_maintenance(node)
         if maintenance is not None:
@@ -260,7 +254,7 @@ class Decider:
             pods.room = None  # when it ends, look at every pending pod again
             for _, key in pods.pending:
                 self.reasons.set(
-                    self.pods[key],
+                    self.ledger.pods[key],
                     f"waiting: maintenance mode ({maintenance}): quotree admits nothing new and "
                     "evicts nothing until it ends",
                     out,
@@ -282,7 +276,7 @@ class Decider:
         node = tree.node(name)
         if node is None or not node.is_quota:
             return MISSING
-        return Seat(node, tree.path_up(node), self._quota_pods[name])
+        return Seat(node, tree.path_up(node), self.ledger.quota_pods[name])
 
     def _check(self, record: PodRecord, name: str, here: Seat) -> fit.Verdict:
         """The admission check of a pending pod of quota `name` (`here`), in every tree."""
@@ -314,7 +308,7 @@ class Decider:
         for victim in victims:
             self._evict(victim, "Reclaimed", reason, out)
         for waiting in self.reasons.waiting_on_ancestor:
-            self._quota_pods[waiting].room = None  # their reasons now say "being evicted"
+            self.ledger.quota_pods[waiting].room = None  # their reasons now say "being evicted"
         self._rewake |= self.reasons.waiting_on_ancestor
         self.reasons.lenders_changed()
         self._over_since.pop(name, None)
@@ -330,11 +324,10 @@ class Decider:
         """Ask for the pod's eviction."""
         assert record.quota is not None
         out.evictions.append(Eviction(record.key, record.quota, kind, reason))
-        self._eviction_asked(record, kind, reason)
-
-    def _eviction_asked(self, record: PodRecord, kind: str, reason: str) -> None:
-        """The pod's resources count as on their way back until the pod is gone."""
-        self._set_evicting(record, True)
+        if self.evicted is not None:
+            self.evicted(record, kind, reason)
+        else:  # its resources count as on their way back until the pod is gone
+            self.ledger.set_evicting(record, True)
 
     def _admit_pending(
         self, name: str, node: TreeNode, pods: QuotaPods, out: Decisions, *, force: bool = False
@@ -373,7 +366,7 @@ class Decider:
             if other_node is None or not other_node.is_quota:
                 continue  # its pods wait with the reason; it comes back through `changed`
             other_room = admission.room(
-                other_node, tree.path_up(other_node), self._quota_pods[other]
+                other_node, tree.path_up(other_node), self.ledger.quota_pods[other]
             )
             for mine, theirs in zip(room, other_room, strict=True):
                 mine.extend(theirs)  # type: ignore[attr-defined]
@@ -382,7 +375,7 @@ class Decider:
     def refresh_reasons(self) -> Decisions:
         """Bring every pending pod's reason up to date with the current numbers."""
         out = Decisions()
-        for name, pods in self._quota_pods.items():
+        for name, pods in self.ledger.quota_pods.items():
             node = self.tree_of(name).node(name)
             if node is not None and node.is_quota:
                 self._admit_pending(name, node, pods, out, force=True)
@@ -401,7 +394,7 @@ class Decider:
         lowest: int | None = None  # lowest priority among the possible victims, when needed
         here = Seat(node, path, pods)
         for _, key in list(pods.pending):
-            record = self.pods.get(key)
+            record = self.ledger.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
                 continue
             if record.flavor_needed:
@@ -426,7 +419,7 @@ class Decider:
                 continue
             short = verdict.amounts
             if record.victims and any(
-                v in self.pods and self.pods[v].evicting for v in record.victims
+                v in self.ledger.pods and self.ledger.pods[v].evicting for v in record.victims
             ):
                 self.reasons.set(record, admission.waiting_for_victims(record), out)
                 continue
@@ -475,9 +468,9 @@ class Decider:
         if reason == self.maintenance:
             return
         self.maintenance = reason
-        for name, pods in self._quota_pods.items():
+        for name, pods in self.ledger.quota_pods.items():
             pods.room = None
-            self._touched.add(name)
+            self.ledger.touched.add(name)
 
     def _in_maintenance(self, node: TreeNode) -> str | None:
         """Why the quota is in maintenance mode (None: it is not): the operator's setting,

@@ -14,7 +14,6 @@ clock: time comes in as an argument.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Iterable, Mapping
 
 from quotree.capacity import cluster_capacity, flavor_matches
@@ -22,8 +21,11 @@ from quotree.decide import Decider
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction
 from quotree.flavors import needs_flavor
+from quotree.hold import Holds
+from quotree.ledger import Ledger
 from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, FlavorConfig, NodeConfig, PodFacts, flavored
 from quotree.options import EngineOptions
+from quotree.placement import Placement
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.quantity import add_amounts
 from quotree.resolution import (
@@ -36,6 +38,7 @@ from quotree.resolution import (
 from quotree.rules import Problem
 from quotree.runtime import QuotaTree
 from quotree.status import NodeReport, node_report
+from quotree.trees import Forest
 
 __all__ = [
     "DEFAULT_SYSTEM_NAMESPACES",
@@ -49,7 +52,7 @@ __all__ = [
 ]
 
 
-class Engine(Decider):
+class Engine:
     """Quota decisions for a set of pods; see module docstring."""
 
     def __init__(
@@ -60,7 +63,30 @@ class Engine(Decider):
         reclaim_delay: float = 30.0,
         options: EngineOptions | None = None,
     ) -> None:
-        super().__init__(reclaim_delay, options or EngineOptions())
+        options = options or EngineOptions()
+        self.options = options
+        #: The pods and their queues (`ledger.py`); `pods` is its records by key.
+        self.ledger = Ledger()
+        self.pods = self.ledger.pods
+        #: Every tree by name, and which tree each node is in (`trees.py`).
+        self.forest = Forest()
+        self.tree = self.forest.default  # the default tree
+        self.trees = self.forest.trees
+        #: What pending pods hold on the flavors they do not wait on (`hold.py`).
+        self.holds = Holds(self.forest.tree_of, enabled=options.holds)
+        #: Which flavor a pending pod is charged to (`placement.py`).
+        self.placement = Placement(self.forest.tree_of, self.ledger.quota_pods, self.holds, options)
+        #: ResourceFlavors by name (the placement's; changed through `set_flavor`).
+        self.flavors = self.placement.flavors
+        #: The decision loop (`decide.py`).
+        self.decider = Decider(
+            self.ledger,
+            self.forest,
+            self.placement,
+            self.holds,
+            options=options,
+            reclaim_delay=reclaim_delay,
+        )
         #: Namespaces never gated (`resolution.never_gated`, plus Kubernetes' own).
         self.system_namespaces = never_gated(None, system_namespaces)
         self.coverage = Coverage(self.system_namespaces, default_quota)
@@ -71,8 +97,29 @@ class Engine(Decider):
         # Objects whose name another tree already holds (rule 6 across trees, the webhook
         # bypassed): the engine keeps the first, and takes these when it goes.
         self._shadowed: dict[str, list[NodeConfig]] = {}
-        self._ns_pods: dict[str, set[str]] = {}  # namespace -> keys of its pods
-        self._arrivals = itertools.count()
+
+    # ------------------------------------------------------------ decisions
+
+    def decide(self, now: float = 0.0) -> Decisions:
+        """Admit what fits, preempt within quotas, reclaim lent quota (`Decider.decide`)."""
+        return self.decider.decide(now)
+
+    def refresh_reasons(self) -> Decisions:
+        """Bring every pending pod's reason up to date with the current numbers."""
+        return self.decider.refresh_reasons()
+
+    def set_maintenance(self, reason: str | None) -> None:
+        """Enter maintenance mode for the whole cluster (reason: why) or, with None, leave it."""
+        self.decider.set_maintenance(reason)
+
+    @property
+    def maintenance(self) -> str | None:
+        """Why the whole cluster is in maintenance mode (None: it is not)."""
+        return self.decider.maintenance
+
+    def tree_of(self, name: str) -> QuotaTree:
+        """The tree Cohort or ElasticQuota `name` belongs to (the default tree if unknown)."""
+        return self.forest.tree_of(name)
 
     # ------------------------------------------------------------ configuration
 
@@ -91,7 +138,7 @@ class Engine(Decider):
             self.coverage.remove(old)
         if config.is_leaf:
             self.coverage.add(config)
-        self._touched.add(config.name)
+        self.ledger.touched.add(config.name)
         self.holds.sync(config.name)  # its min may have changed
         self._reresolve(namespaces_of(old) | namespaces_of(config))
         if (
@@ -131,7 +178,7 @@ class Engine(Decider):
             self.coverage.remove(old)
             if config.is_leaf:
                 self.coverage.add(config)
-            self._touched.add(name)
+            self.ledger.touched.add(name)
             for facts in moved:
                 self.observe_pod(facts)
             self._reresolve(namespaces_of(old) | namespaces_of(config))
@@ -196,7 +243,7 @@ class Engine(Decider):
                 self.coverage.add(other)  # it may share namespaces with the one removed
         if name not in home.structure:
             self.forest.forget(name)
-        self._touched.add(name)
+        self.ledger.touched.add(name)
         self.holds.sync(name)  # no min any more (or another object's)
         self._reresolve(namespaces)
         if shadowed and name not in home.structure:
@@ -207,7 +254,9 @@ class Engine(Decider):
         for namespace in sorted(namespaces):
             # In the order they arrived: admitted ones are admitted again in that order, so
             # which of them is "admitted last" (reclaim's order) does not depend on hashing.
-            keys = sorted(self._ns_pods.get(namespace, ()), key=lambda k: self.pods[k].arrival)
+            keys = sorted(
+                self.ledger.by_namespace.get(namespace, ()), key=lambda k: self.pods[k].arrival
+            )
             for key in keys:
                 record = self.pods[key]
                 now = self.resolve(record.facts.namespace, record.facts.labels)
@@ -258,7 +307,7 @@ class Engine(Decider):
         self._recharge(
             {
                 q
-                for tree in self.trees.values()
+                for tree in self.forest
                 for q, cfg in tree.structure.items()
                 if cfg.is_leaf and name in cfg.flavors
             }
@@ -271,7 +320,7 @@ class Engine(Decider):
         pods are placed again.
         """
         for quota in sorted(quotas):
-            pods = self._quota_pods.get(quota)
+            pods = self.ledger.quota_pods.get(quota)
             if pods is None:
                 continue
             for key in [k for _, k in pods.pending] + list(pods.admitted):
@@ -360,7 +409,7 @@ class Engine(Decider):
             return None
         if record is not None:
             if record.state is PodState.PENDING and not facts.gated:
-                self._admit(record, "the gate was removed outside quotree")
+                self.decider.admit(record, "the gate was removed outside quotree")
             elif (
                 record.state is PodState.PENDING
                 and record.flavor_needed
@@ -385,36 +434,36 @@ class Engine(Decider):
             record.preemptible = facts.preemptible
             if facts.deleting and record.state is PodState.ADMITTED and not record.evicting:
                 # It is going away: its resources are on their way back.
-                self._set_evicting(record, True)
+                self.ledger.set_evicting(record, True)
             return record
         resolution = self.resolve(facts.namespace, facts.labels)
         quota = resolution.quota
         if quota is None and (resolution.error is None or not facts.gated):
-            record = PodRecord(facts, None, PodState.UNMANAGED, next(self._arrivals))
+            record = PodRecord(facts, None, PodState.UNMANAGED, next(self.ledger.arrivals))
             self.pods[key] = record
-            self._ns_pods.setdefault(facts.namespace, set()).add(key)
+            self.ledger.by_namespace.setdefault(facts.namespace, set()).add(key)
             if facts.node_name:
                 record.charged = self._unmanaged_charge(facts)
                 self._add_unmanaged(record.request)
             return record
         record = PodRecord(
-            facts, quota, PodState.PENDING, next(self._arrivals), also=resolution.others
+            facts, quota, PodState.PENDING, next(self.ledger.arrivals), also=resolution.others
         )
         self.pods[key] = record
-        self._ns_pods.setdefault(facts.namespace, set()).add(key)
+        self.ledger.by_namespace.setdefault(facts.namespace, set()).add(key)
         if quota is None:
             # Gated, but no quota will take it (its label names a deleted quota, its
             # namespace became ambiguous): it waits, says why, and is counted.
             record.reason = f"cannot be charged to a quota: {resolution.error}"
-            self._unresolved[key] = record
-            self._unannounced[key] = record.reason
+            self.ledger.unresolved[key] = record
+            self.ledger.unannounced[key] = record.reason
             return record
-        pods = self._quota_pods.setdefault(quota, QuotaPods())
+        pods = self.ledger.quota_pods.setdefault(quota, QuotaPods())
         self._charge_new(record)
         self.tree_of(quota).add_request(quota, record.request)
-        self._touched.add(quota)
+        self.ledger.touched.add(quota)
         for other in record.also:
-            other_pods = self._quota_pods.setdefault(other, QuotaPods())
+            other_pods = self.ledger.quota_pods.setdefault(other, QuotaPods())
             self.tree_of(other).add_request(other, record.request)
             if facts.gated:
                 other_pods.add_also_pending(record)
@@ -423,7 +472,7 @@ class Engine(Decider):
             if self.placement.hold_pending(record):
                 return record  # its quotas' holds are synced on its flavors already
         else:
-            self._admit(record, "running without the gate")
+            self.decider.admit(record, "running without the gate")
         self.holds.changed((quota, *record.also), record.request)
         return record
 
@@ -432,15 +481,15 @@ class Engine(Decider):
         record = self.pods.pop(key, None)
         if record is None:
             return None
-        self._ns_pods[record.facts.namespace].discard(key)
-        self._unresolved.pop(key, None)
-        self._unannounced.pop(key, None)
+        self.ledger.by_namespace[record.facts.namespace].discard(key)
+        self.ledger.unresolved.pop(key, None)
+        self.ledger.unannounced.pop(key, None)
         if record.quota is None:
             if record.state is PodState.UNMANAGED and record.facts.node_name:
                 self._add_unmanaged(record.request, -1)
             return record
-        pods = self._quota_pods[record.quota]
-        self._touched.add(record.quota)
+        pods = self.ledger.quota_pods[record.quota]
+        self.ledger.touched.add(record.quota)
         tree = self.tree_of(record.quota)
         tree.add_request(record.quota, record.request, -1)
         pods.unqueue(record)
@@ -448,9 +497,9 @@ class Engine(Decider):
         if admitted:
             tree.add_used(record.quota, record.request, -1)
         for other in record.also:
-            other_pods = self._quota_pods[other]
+            other_pods = self.ledger.quota_pods[other]
             other_tree = self.tree_of(other)
-            self._released_in.add(other)
+            self.ledger.released_in.add(other)
             other_tree.add_request(other, record.request, -1)
             other_pods.remove_also_pending(record)
             if other_pods.remove_admitted(record):
@@ -466,11 +515,11 @@ class Engine(Decider):
         """The Eviction API said no (a PodDisruptionBudget): the pod stays; try again later."""
         record = self.pods.get(key)
         if record is not None and record.evicting:
-            self._set_evicting(record, False)
+            self.ledger.set_evicting(record, False)
             if record.quota:
-                self._quota_pods[record.quota].room = None
-                self._touched.add(record.quota)
-                self._released_in.update(record.also)
+                self.ledger.quota_pods[record.quota].room = None
+                self.ledger.touched.add(record.quota)
+                self.ledger.released_in.update(record.also)
 
     # ------------------------------------------------------------ views
 
@@ -479,17 +528,17 @@ class Engine(Decider):
         tree = self.tree_of(name)
         config = tree.config(name)
         covered = namespaces_of(config)
-        unresolved = sum(1 for r in self._unresolved.values() if r.facts.namespace in covered)
-        return node_report(tree, self._quota_pods, name, unresolved=unresolved)
+        unresolved = sum(1 for r in self.ledger.unresolved.values() if r.facts.namespace in covered)
+        return node_report(tree, self.ledger.quota_pods, name, unresolved=unresolved)
 
     def unresolved_pods(self) -> list[PodRecord]:
         """Gated pods no quota will take, each with its reason (counted in the pendingPods
         of the ElasticQuotas covering its namespace, if any)."""
-        return list(self._unresolved.values())
+        return list(self.ledger.unresolved.values())
 
     def admitted_count(self, name: str) -> int:
         """How many admitted, non-terminal pods ElasticQuota `name` holds (rule 7)."""
-        pods = self._quota_pods.get(name)
+        pods = self.ledger.quota_pods.get(name)
         return len(pods.admitted) if pods else 0
 
     def pod_records(self) -> Iterable[PodRecord]:

@@ -132,14 +132,15 @@ class SimulatedEngine(Engine):
     def __init__(self, options: EngineOptions | None = None) -> None:
         super().__init__(reclaim_delay=0.0, options=options)
         self.finished: dict[str, PodRecord] = {}  # preempted / reclaimed, for the report
+        self.decider.evicted = self._gone
 
     def decide(self, now: float = 0.0) -> Decisions:
         out = Decisions()
-        while self._decide_round(now, out):
+        while self.decider.decide_round(now, out):
             pass
         return out
 
-    def _eviction_asked(self, record: PodRecord, kind: str, reason: str) -> None:
+    def _gone(self, record: PodRecord, kind: str, reason: str) -> None:
         # No cluster to wait for: the pod is gone at once, and its room with it.
         record.reason = reason
         self.forget_pod(record.key)

@@ -126,7 +126,7 @@ def admitted_alone(eng: Engine, forest: Forest, trees: str, candidate: PodRecord
     tree = alone.tree_of(mine.quota)
     node = tree.node(mine.quota)
     assert node is not None
-    pods = alone._quota_pods[mine.quota]
+    pods = alone.ledger.quota_pods[mine.quota]
     return not (
         admission.shortfall(node, mine)
         or admission.non_preemptible_shortfall(node, pods, mine)

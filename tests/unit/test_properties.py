@@ -239,11 +239,11 @@ class LabelWatch(SimulatedEngine):
         super().__init__()
         self.broken: list[tuple[str, str]] = []
 
-    def _eviction_asked(self, record: PodRecord, kind: str, reason: str) -> None:
+    def _gone(self, record: PodRecord, kind: str, reason: str) -> None:
         if kind == "Reclaimed" and record.capacity == IN_QUOTA and record.quota:
             node = self.tree.node(record.quota)
             assert node is not None
-            pods = self._quota_pods[record.quota]
+            pods = self.ledger.quota_pods[record.quota]
             over = over_runtime(node, pods)  # what is still over, this victim not yet gone
             for other in pods.admitted.values():
                 if (
@@ -254,7 +254,7 @@ class LabelWatch(SimulatedEngine):
                     and any(other.request.get(r, 0) > 0 for r in over)
                 ):
                     self.broken.append((record.key, other.key))
-        super()._eviction_asked(record, kind, reason)
+        super()._gone(record, kind, reason)
 
 
 lender_pods = st.lists(
