@@ -41,7 +41,7 @@ OVER_QUOTA = "over-quota"
 def shortfall(node: TreeNode, record: PodRecord) -> dict[str, int]:
     """By how much the pod does not fit, per governed resource (empty: it fits)."""
     short = {}
-    request = record.request
+    request = record.request_in(node.name)
     for resource in node.resources:
         amount = request.get(resource, 0)
         if not amount:
@@ -79,10 +79,11 @@ def ancestor_shortfall(
     `path` is the quota's ancestors, nearest first, ending with the root (whose
     runtime is the capacity). Only the resources the quota takes part in count.
     """
+    request = record.request_in(node.name)
     for ancestor in path:
         short = {}
         for resource in node.resources:
-            amount = record.request.get(resource, 0)
+            amount = request.get(resource, 0)
             if amount:
                 excess = ancestor.used[resource] + amount - ancestor.runtime[resource]
                 if excess > 0:
@@ -114,21 +115,22 @@ def tree_tag(tree: str | None) -> str:
 
 def why_waits(
     ancestor: TreeNode,
-    record: PodRecord,
+    request: Mapping[str, int],
     short: Mapping[str, int],
     lenders: list[Lender],
     *,
     tree: str | None = None,
 ) -> str:
     """The Pending reason of a pod that fits its quota but not an ancestor (lent quota);
-    `tree` names the ancestor's tree when it is not the default one."""
+    `request` is the pod's, in the names of the ancestor's tree; `tree` names that tree
+    when it is not the default one."""
     bound = "capacity" if ancestor.config is None else "runtime"
     parts = []
     for resource in sorted(short):
         used = format_quantity(ancestor.used[resource], resource)
-        request = format_quantity(record.request.get(resource, 0), resource)
+        asked = format_quantity(request.get(resource, 0), resource)
         limit = format_quantity(ancestor.runtime[resource], resource)
-        parts.append(f"{resource}: used {used} + request {request} > {bound} {limit}")
+        parts.append(f"{resource}: used {used} + request {asked} > {bound} {limit}")
     waits = []
     for lender in lenders:
         amount = format_quantity(lender.amount, lender.resource)
@@ -157,8 +159,9 @@ def non_preemptible_shortfall(node: TreeNode, pods: QuotaPods, record: PodRecord
     if record.preemptible:
         return {}
     short = {}
+    request = record.request_in(node.name)
     for resource in node.resources:
-        amount = record.request.get(resource, 0)
+        amount = request.get(resource, 0)
         if not amount:
             continue
         held = pods.non_preemptible_used.get(resource, 0)
@@ -251,8 +254,9 @@ def why_not(
     """The Pending reason of a pod that does not fit, with the numbers; `tree` names the
     quota's tree when it is not the default one."""
     parts = []
+    charged = record.request_in(name)
     for resource in sorted(short):
-        request = format_quantity(record.request.get(resource, 0), resource)
+        request = format_quantity(charged.get(resource, 0), resource)
         if non_preemptible:
             used = format_quantity(pods.non_preemptible_used.get(resource, 0), resource)
             parts.append(
@@ -287,7 +291,7 @@ def capacity_labels(node: TreeNode, pods: QuotaPods) -> list[tuple[PodRecord, st
     labels = []
     for record in sorted(pods.admitted.values(), key=in_quota_order):
         if within:
-            request = record.request
+            request = record.request_in(pods.name)
             for resource in node.resources:
                 running[resource] += request.get(resource, 0)
                 if running[resource] > node.min[resource]:

@@ -99,7 +99,7 @@ class Decider:
                 pods = self.ledger.quota_pods[other]
                 pods.remove_also_pending(record)
                 pods.add_admitted(record)
-                self.tree_of(other).add_used(other, record.request)
+                self.tree_of(other).add_used(other, record.request_in(other))
             self.forest.charge_outside(record, 1)
         if record.flavor is not None and record.facts.gated:
             # What the operator's admission patch does to the pod (the watch confirms it).

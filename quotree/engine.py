@@ -26,7 +26,7 @@ from quotree.ledger import Ledger
 from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, FlavorConfig, NodeConfig, PodFacts, flavored
 from quotree.options import EngineOptions
 from quotree.placement import Placement
-from quotree.pods import PodRecord, PodState, QuotaPods
+from quotree.pods import PodRecord, PodState
 from quotree.quantity import add_amounts
 from quotree.resolution import (
     DEFAULT_SYSTEM_NAMESPACES,
@@ -371,6 +371,7 @@ class Engine:
         if flavor is not None:
             record.flavor = flavor
             record.charged = self.placement.charge_on(record, config, flavor)
+            self.placement.charge_others(record)
 
     def _unmanaged_charge(self, facts: PodFacts) -> dict[str, int]:
         """What a bound pod outside the tree holds: its request, also on its node's flavors."""
@@ -458,13 +459,13 @@ class Engine:
             self.ledger.unresolved[key] = record
             self.ledger.unannounced[key] = record.reason
             return record
-        pods = self.ledger.quota_pods.setdefault(quota, QuotaPods())
+        pods = self.ledger.queue(quota)
         self._charge_new(record)
         self.tree_of(quota).add_request(quota, record.request)
         self.ledger.touched.add(quota)
         for other in record.also:
-            other_pods = self.ledger.quota_pods.setdefault(other, QuotaPods())
-            self.tree_of(other).add_request(other, record.request)
+            other_pods = self.ledger.queue(other)
+            self.tree_of(other).add_request(other, record.request_in(other))
             if facts.gated:
                 other_pods.add_also_pending(record)
         if facts.gated:
@@ -473,7 +474,7 @@ class Engine:
                 return record  # its quotas' holds are synced on its flavors already
         else:
             self.decider.admit(record, "running without the gate")
-        self.holds.changed((quota, *record.also), record.request)
+        self.holds.changed((quota, *record.also), _charged_names(record))
         return record
 
     def forget_pod(self, key: str) -> PodRecord | None:
@@ -500,15 +501,15 @@ class Engine:
             other_pods = self.ledger.quota_pods[other]
             other_tree = self.tree_of(other)
             self.ledger.released_in.add(other)
-            other_tree.add_request(other, record.request, -1)
+            other_tree.add_request(other, record.request_in(other), -1)
             other_pods.remove_also_pending(record)
             if other_pods.remove_admitted(record):
-                other_tree.add_used(other, record.request, -1)
+                other_tree.add_used(other, record.request_in(other), -1)
         if admitted and self.forest.several:
             self.forest.charge_outside(record, -1)
         if not admitted and self.holds.remove(key):
             return record  # its quotas' holds are synced on its flavors already
-        self.holds.changed((record.quota, *record.also), record.request)
+        self.holds.changed((record.quota, *record.also), _charged_names(record))
         return record
 
     def eviction_refused(self, key: str) -> None:
@@ -544,3 +545,11 @@ class Engine:
     def pod_records(self) -> Iterable[PodRecord]:
         """Every pod the engine knows (the simulator adds the ones it evicted)."""
         return self.pods.values()
+
+
+def _charged_names(record: PodRecord) -> list[str]:
+    """The resources the pod is charged in any tree."""
+    names = list(record.request)
+    for charged in (record.charged_in or {}).values():
+        names.extend(charged)
+    return names

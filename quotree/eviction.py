@@ -66,12 +66,14 @@ def reclaim_reason(name: str, node: TreeNode, pods: QuotaPods, over: Mapping[str
 def cover(
     need: Mapping[str, int],
     candidates: list[PodRecord],
+    quota: str,
     *,
     partial: bool = False,
     importance: Callable[[PodRecord], Any] = PodRecord.order,
     may_give_back: Callable[[PodRecord, list[PodRecord]], bool] | None = None,
 ) -> list[PodRecord]:
-    """Take candidates in order until `need` is freed, then give back the ones not needed.
+    """Take candidates in order until `need` is freed, then give back the ones not needed
+    (what each frees: its charge in `quota`, in that quota's tree's resource names).
 
     Victims are given back most important first (`importance`), each when what
     remains still frees enough and `may_give_back(victim, chosen)` allows it.
@@ -84,20 +86,22 @@ def cover(
     for record in candidates:
         if all(amount <= 0 for amount in missing.values()):
             break
-        if not any(record.request.get(r, 0) > 0 for r, a in missing.items() if a > 0):
+        request = record.request_in(quota)
+        if not any(request.get(r, 0) > 0 for r, a in missing.items() if a > 0):
             continue
         chosen.append(record)
         for resource in missing:
-            missing[resource] -= record.request.get(resource, 0)
+            missing[resource] -= request.get(resource, 0)
     if any(amount > 0 for amount in missing.values()):
         return chosen if partial else []
     for record in sorted(chosen, key=importance):
         if may_give_back is not None and not may_give_back(record, chosen):
             continue
-        if all(missing[r] + record.request.get(r, 0) <= 0 for r in missing):
+        request = record.request_in(quota)
+        if all(missing[r] + request.get(r, 0) <= 0 for r in missing):
             chosen.remove(record)
             for resource in missing:
-                missing[resource] += record.request.get(resource, 0)
+                missing[resource] += request.get(resource, 0)
     return chosen
 
 
@@ -117,7 +121,9 @@ def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) ->
     candidates = [
         r
         for r in pods.admitted.values()
-        if r.preemptible and not r.evicting and any(r.request.get(res, 0) > 0 for res in over)
+        if r.preemptible
+        and not r.evicting
+        and any(r.request_in(pods.name).get(res, 0) > 0 for res in over)
     ]
     candidates.sort(key=reclaim_order)
 
@@ -127,7 +133,12 @@ def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) ->
         return all(labels[other.key] == OVER_QUOTA for other in chosen)
 
     return cover(
-        over, candidates, partial=True, importance=in_quota_order, may_give_back=may_give_back
+        over,
+        candidates,
+        pods.name,
+        partial=True,
+        importance=in_quota_order,
+        may_give_back=may_give_back,
     )
 
 
@@ -136,15 +147,17 @@ def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) ->
 EXACT_SEARCH_LIMIT = 12
 
 
-def _frees(victims: tuple[PodRecord, ...], need: Mapping[str, int]) -> bool:
+def _frees(victims: tuple[PodRecord, ...], need: Mapping[str, int], quota: str) -> bool:
     return all(
-        sum(v.request.get(r, 0) for v in victims) >= amount
+        sum(v.request_in(quota).get(r, 0) for v in victims) >= amount
         for r, amount in need.items()
         if amount > 0
     )
 
 
-def fewest_victims(need: Mapping[str, int], candidates: list[PodRecord]) -> list[PodRecord]:
+def fewest_victims(
+    need: Mapping[str, int], candidates: list[PodRecord], quota: str
+) -> list[PodRecord]:
     """The fewest candidates that free `need`, then the least important (lowest
     priorities, then newest); [] when even all of them do not.
 
@@ -152,18 +165,20 @@ def fewest_victims(need: Mapping[str, int], candidates: list[PodRecord]) -> list
     above it, greedy least important first, then every victim not needed is given back.
     """
     helpful = [
-        c for c in candidates if any(c.request.get(r, 0) > 0 for r, a in need.items() if a > 0)
+        c
+        for c in candidates
+        if any(c.request_in(quota).get(r, 0) > 0 for r, a in need.items() if a > 0)
     ]
     helpful.sort(key=least_important_first)
-    if not _frees(tuple(helpful), need):
+    if not _frees(tuple(helpful), need, quota):
         return []
     if len(helpful) > EXACT_SEARCH_LIMIT:
-        return cover(need, helpful)
+        return cover(need, helpful, quota)
     for size in range(1, len(helpful) + 1):
         best: tuple[PodRecord, ...] | None = None
         best_key: tuple[tuple[int, float, str], ...] = ()
         for victims in itertools.combinations(helpful, size):
-            if not _frees(victims, need):
+            if not _frees(victims, need, quota):
                 continue
             # Compare the most important victim first: the set whose is less important wins.
             key = tuple(sorted(map(least_important_first, victims), reverse=True))
@@ -190,4 +205,4 @@ def preemption_victims(
         for r in pods.admitted.values()
         if r.preemptible and not r.evicting and r.facts.priority < priority
     ]
-    return fewest_victims(need, candidates)
+    return fewest_victims(need, candidates, pods.name)

@@ -38,7 +38,7 @@ class Ledger:
         """Quota `quota`'s pods (made empty when new)."""
         pods = self.quota_pods.get(quota)
         if pods is None:
-            pods = self.quota_pods[quota] = QuotaPods()
+            pods = self.quota_pods[quota] = QuotaPods(quota)
         return pods
 
     def set_evicting(self, record: PodRecord, evicting: bool) -> None:

@@ -81,18 +81,42 @@ class Placement:
         # The pod's demand moves in every tree that charges it (api.md, "Several trees").
         charged_to = (record.quota, *record.also)
         before = record.request
+        if record.also:
+            before_in = {q: record.request_in(q) for q in record.also}
         record.flavor = flavor
         record.charged = self.charge_on(record, config, flavor)
         # Only what differs moves (the flavored resources): the rest, unchanged, would
         # climb down and up again and have every parent on the way redistribute it.
-        delta = {r: -amount for r, amount in before.items()}
-        for resource, amount in record.request.items():
-            delta[resource] = delta.get(resource, 0) + amount
-        for quota in charged_to:
-            self._tree_of(quota).add_request(quota, delta)
+        delta = _delta(before, record.request)
+        self._tree_of(record.quota).add_request(record.quota, delta)
+        moved = [*before, *record.request]
+        if record.also:
+            self.charge_others(record)
+            for quota in record.also:
+                after = record.request_in(quota)
+                self._tree_of(quota).add_request(quota, _delta(before_in[quota], after))
+                moved.extend((*before_in[quota], *after))
         if not self._holds.moved(record.key, flavor):
-            self._holds.changed(charged_to, (*before, *record.request))
+            self._holds.changed(charged_to, moved)
         record.reason_key = None
+
+    def charge_others(self, record: PodRecord) -> None:
+        """What the pod, charged to its flavor in its first tree, is charged in its quotas of
+        the other trees (`PodRecord.charged_in`): each in the names of its own tree, where a
+        quota splits by flavor only what it names in its own `flavors`."""
+        record.charged_in = None
+        if record.flavor is None or not record.also:
+            return
+        flavor = self.flavors.get(record.flavor) or FlavorConfig(record.flavor)
+        others: dict[str, dict[str, int]] = {}
+        for quota in record.also:
+            config = self._tree_of(quota).config(quota)
+            if config is None:
+                continue
+            charged = charge(config, record.facts.request, flavor)
+            if charged != record.charged:
+                others[quota] = charged
+        record.charged_in = others or None
 
     def placing(self, record: PodRecord, config: NodeConfig) -> Placing:
         """The pod's flavor look-ups under its quota's `config`: taken once, and again only
@@ -252,3 +276,11 @@ class Placement:
             f"waiting: none of ElasticQuota {name}'s flavors ({listed}){detail} "
             "is allowed by the pod's nodeSelector or node affinity"
         )
+
+
+def _delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
+    """What changes from `before` to `after`, per resource."""
+    delta = {r: -amount for r, amount in before.items()}
+    for resource, amount in after.items():
+        delta[resource] = delta.get(resource, 0) + amount
+    return delta

@@ -66,6 +66,9 @@ class PodRecord:
     flavor_needed: bool = False
     #: Its flavor look-ups, while it waits (`Placement.placing`).
     placing: Placing | None = None
+    #: What it is charged in the quotas of other trees (`also`) whose resource names differ
+    #: from its first tree's (one tree splits a resource by flavor, the other does not).
+    charged_in: dict[str, dict[str, int]] | None = None
 
     def __post_init__(self) -> None:
         self.preemptible = self.facts.preemptible
@@ -77,6 +80,15 @@ class PodRecord:
     @property
     def request(self) -> dict[str, int]:
         """What the pod is charged, in the tree's resource names."""
+        return self.facts.request if self.charged is None else self.charged
+
+    def request_in(self, quota: str) -> dict[str, int]:
+        """What the pod is charged in quota `quota`, in the resource names of its tree."""
+        others = self.charged_in
+        if others is not None:
+            charged = others.get(quota)
+            if charged is not None:
+                return charged
         return self.facts.request if self.charged is None else self.charged
 
     def order(self) -> tuple[int, float, str]:
@@ -97,6 +109,7 @@ class QuotaPods:
         "also_pending",
         "behind",
         "evicting",
+        "name",
         "non_preemptible_used",
         "pending",
         "pending_keys",
@@ -104,7 +117,8 @@ class QuotaPods:
         "room",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name  # the quota's
         # Room (`admission.room`: the quota's and its ancestors') when the pending pods were
         # last looked at; None: look again. No pending pod can start to fit unless some
         # room grew or a pod arrived, so quotas whose room only shrank are not rescanned.
@@ -165,18 +179,18 @@ class QuotaPods:
         self.unqueue(record)
         self.admitted[record.key] = record
         if not record.preemptible:
-            add_amounts(self.non_preemptible_used, record.request, 1)
+            add_amounts(self.non_preemptible_used, record.request_in(self.name), 1)
 
     def remove_admitted(self, record: PodRecord) -> bool:
         """Forget an admitted pod; False when it was not admitted."""
         if self.admitted.pop(record.key, None) is None:
             return False
         if record.evicting:
-            add_amounts(self.evicting, record.request, -1)
+            add_amounts(self.evicting, record.request_in(self.name), -1)
         if not record.preemptible:
-            add_amounts(self.non_preemptible_used, record.request, -1)
+            add_amounts(self.non_preemptible_used, record.request_in(self.name), -1)
         return True
 
     def set_evicting(self, record: PodRecord, evicting: bool) -> None:
         record.evicting = evicting
-        add_amounts(self.evicting, record.request, 1 if evicting else -1)
+        add_amounts(self.evicting, record.request_in(self.name), 1 if evicting else -1)

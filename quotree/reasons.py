@@ -112,7 +112,8 @@ class Reasons:
         if short is Short.ANCESTOR:
             self.waiting_on_ancestor.add(name)
             lenders = self.lent(verdict.node, amounts, tree)
-            reason = admission.why_waits(verdict.node, record, amounts, lenders, tree=label)
+            request = record.request_in(other)
+            reason = admission.why_waits(verdict.node, request, amounts, lenders, tree=label)
         else:
             reason = admission.why_not(
                 other,
@@ -153,7 +154,7 @@ class Reasons:
         if record.reason_key != key:
             reason = admission.why_waits(
                 ancestor,
-                record,
+                record.request,
                 short,
                 lenders,
                 tree=self._forest.label(node) if self._forest.several else None,

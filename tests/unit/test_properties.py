@@ -449,7 +449,7 @@ def test_preemption_victims_are_the_fewest_that_free_enough(
         PodRecord(pod("a", f"c{i}", req, priority=p, created=float(t)), "a", PodState.ADMITTED, i)
         for i, (req, p, t) in enumerate(candidates)
     ]
-    victims = fewest_victims(need, records)
+    victims = fewest_victims(need, records, "a")
 
     def frees(chosen: list[PodRecord]) -> bool:
         return all(sum(v.request.get(r, 0) for v in chosen) >= a for r, a in need.items())
