@@ -390,8 +390,7 @@ class Decider:
         # allowed flavors, request and preemptibility); forgotten when a pod is admitted or
         # evicted (`Placement.place`).
         placed: dict[object, str] = {}
-        may_preempt = node.config is not None and node.config.preempt_within_quota
-        lowest: int | None = None  # lowest priority among the possible victims, when needed
+        lowest: dict[str, int] = {}  # per quota, the lowest priority of its possible victims
         here = Seat(node, path, pods)
         for _, key in list(pods.pending):
             record = self.ledger.pods.get(key)
@@ -414,51 +413,70 @@ class Decider:
                 self._admit_fit(name, node, record, out)
                 placed.clear()
                 continue
-            if verdict.quota != name or verdict.short is not Short.QUOTA:
+            if verdict.short is not Short.QUOTA:
                 self.reasons.explain(name, node, record, verdict, out)
                 continue
-            short = verdict.amounts
             if record.victims and any(
                 v in self.ledger.pods and self.ledger.pods[v].evicting for v in record.victims
             ):
                 self.reasons.set(record, admission.waiting_for_victims(record), out)
                 continue
-            if may_preempt and lowest is None:
-                lowest = min(
-                    (
-                        r.facts.priority
-                        for r in pods.admitted.values()
-                        if r.preemptible and not r.evicting
-                    ),
-                    default=record.facts.priority,
-                )
-            if may_preempt and lowest is not None and lowest < record.facts.priority:
-                victims = preemption_victims(pods, record, short)
-                if victims:
-                    lowest = None  # victims are gone: look again for the next pod
-                    reason = (
-                        f"preempted by {key} (priority {record.facts.priority}) "
-                        f"within ElasticQuota {name}"
-                    )
-                    for victim in victims:
-                        self._evict(victim, "Preempted", reason, out)
-                    evicted = True
-                    placed.clear()
-                    record.victims = frozenset(v.key for v in victims)
-                    # Victims still count as used until they are gone, unless the eviction
-                    # took effect at once (the simulator): then the pod may fit now, by the
-                    # runtimes and guarantee their departure left (`node()` settles them).
-                    self.tree_of(name).node(name)
-                    after = self._check(record, name, here)
-                    if after.fits:
-                        self._admit_fit(name, node, record, out, " after preemption")
-                    elif after.quota == name and after.short is Short.QUOTA:
-                        self.reasons.set(record, admission.waiting_for_victims(record), out)
-                    else:
-                        self.reasons.explain(name, node, record, after, out)
-                    continue
-            self.reasons.why(name, node, record, short, out)
+            # Short at a quota (its own, or its quota in another tree): in-quota preemption
+            # there, among that quota's pods of lower priority.
+            if self._preempt(record, verdict, lowest, out):
+                evicted = True
+                placed.clear()
+                # Victims still count as used until they are gone, unless the eviction
+                # took effect at once (the simulator): then the pod may fit now, by the
+                # runtimes and guarantee their departure left (`node()` settles them).
+                self.tree_of(verdict.quota).node(verdict.quota)
+                after = self._check(record, name, here)
+                if after.fits:
+                    self._admit_fit(name, node, record, out, " after preemption")
+                elif after.quota == verdict.quota and after.short is Short.QUOTA:
+                    self.reasons.set(record, admission.waiting_for_victims(record), out)
+                else:
+                    self.reasons.explain(name, node, record, after, out)
+                continue
+            self.reasons.explain(name, node, record, verdict, out)
         return evicted
+
+    def _preempt(
+        self, record: PodRecord, verdict: fit.Verdict, lowest: dict[str, int], out: Decisions
+    ) -> bool:
+        """In-quota preemption for a pending pod short at quota `verdict.quota` (in any tree
+        that charges it): evict the fewest lower-priority preemptible pods of that quota
+        that make room (semantics.md). `lowest` keeps, per quota, the lowest priority of its
+        possible victims for this scan. True when it evicted."""
+        quota = verdict.quota
+        node = verdict.node
+        if node is None or node.config is None or not node.config.preempt_within_quota:
+            return False
+        pods = self.ledger.quota_pods[quota]
+        least = lowest.get(quota)
+        if least is None:
+            least = lowest[quota] = min(
+                (
+                    r.facts.priority
+                    for r in pods.admitted.values()
+                    if r.preemptible and not r.evicting
+                ),
+                default=record.facts.priority,
+            )
+        if least >= record.facts.priority:
+            return False
+        victims = preemption_victims(pods, record, verdict.amounts)
+        if not victims:
+            return False
+        del lowest[quota]  # victims are gone: look again for the next pod
+        reason = (
+            f"preempted by {record.key} (priority {record.facts.priority}) "
+            f"within ElasticQuota {quota}"
+        )
+        for victim in victims:
+            self._evict(victim, "Preempted", reason, out)
+        record.victims = frozenset(v.key for v in victims)
+        return True
 
     # ------------------------------------------------------------ maintenance mode
 

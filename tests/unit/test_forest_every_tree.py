@@ -1,12 +1,13 @@
-"""Several trees, each in its own resource names: a team tree that splits GPUs by flavor and
-a project tree written in plain `nvidia.com/gpu` both count the same pod (api.md, "Several
-trees"; docs/design.md, "Several trees (forests)")."""
+"""Several trees, each on its own terms (api.md, "Several trees"; docs/design.md, "Several
+trees (forests)"): each counts a pod in its own resource names (a team tree that splits GPUs
+by flavor and a project tree written in plain `nvidia.com/gpu`), and in-quota preemption is
+tried in every tree that holds a pod back."""
 
 from __future__ import annotations
 
 from quotree.engine import Engine, PodState
 from quotree.models import FlavorConfig
-from tests.unit.builders import pod
+from tests.unit.builders import cohort, engine, pod, quota, states
 from tests.unit.objects import quota_config
 
 GPU = "nvidia.com/gpu"
@@ -62,3 +63,22 @@ def test_a_pod_leaving_gives_its_gpu_back_to_the_project_in_its_names() -> None:
     assert admitted == ["team-a/p3"]
     assert eng.report("proj-x").used == {GPU: 3}
     assert eng.report("proj-x").request == {GPU: 3}
+
+
+def test_in_quota_preemption_is_tried_in_the_tree_that_holds_the_pod_back() -> None:
+    # team-a and team-b have room; proj-x (tree projects, over both namespaces) is full
+    # with team-b's low-priority pod. team-a's urgent pod fits team-a but not proj-x: a
+    # lower-priority pod of proj-x makes room, as it would within one tree.
+    eng = engine(
+        cohort("org", min=20),
+        quota("team-a", "org", min=10),
+        quota("team-b", "org", min=10),
+        quota("proj-x", namespace="team-a", namespaces=("team-b",), max=4, tree="projects"),
+        capacity=20,
+    )
+    eng.observe_pod(pod("team-b", "low", 4, priority=1))
+    eng.decide(0.0)
+    eng.observe_pod(pod("team-a", "urgent", 4, priority=5))
+    eng.decide(1.0)
+    assert states(eng) == {"team-b/low": "preempted", "team-a/urgent": "admitted"}
+    assert eng.report("proj-x").used == {"x": 4}
