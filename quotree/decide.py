@@ -26,15 +26,10 @@ from quotree.eviction import (
     reclaim_victims,
 )
 from quotree.fit import Seat, Short
+from quotree.flavor_spec import FlavorConfig
 from quotree.flavors import allowed_flavors, charge
 from quotree.hold import Holds
-from quotree.models import (
-    DEFAULT_TREE,
-    FLAVOR_LABEL,
-    MAINTENANCE_ANNOTATION,
-    FlavorConfig,
-    NodeConfig,
-)
+from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, MAINTENANCE_ANNOTATION, NodeConfig
 from quotree.options import EngineOptions
 from quotree.pods import Placing, PodRecord, PodState, QuotaPods
 from quotree.runtime import OUTSIDE, QuotaTree

@@ -20,9 +20,11 @@ from collections.abc import Iterable, Mapping
 from quotree.capacity import cluster_capacity, flavor_matches
 from quotree.decide import Decider, Decisions
 from quotree.eviction import Eviction
+from quotree.flavor_spec import FlavorConfig
 from quotree.flavors import needs_flavor
-from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, FlavorConfig, NodeConfig, PodFacts, flavored
+from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, NodeConfig, flavored
 from quotree.options import EngineOptions
+from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.quantity import add_amounts
 from quotree.resolution import (
