@@ -72,7 +72,8 @@ class QuotaTree:
         self.lazy = False
         self._subtrees = DeferredSubtrees(self._cascade, self.root, self._nodes, self._path_up)
         # The deferred subtrees' own dict (Cohort -> its deferred resources) and two of their
-        # steps, kept here too: a pod event asks them at every level it climbs.
+        # steps, kept here too: a pod event asks the dict at every level it climbs, and
+        # calls the steps when something is deferred.
         self._deferred_at = self._subtrees.at
         self._materialize_path = self._subtrees.materialize_path
         self._used_grew_below = self._subtrees.used_grew_below
