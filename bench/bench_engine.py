@@ -40,8 +40,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from quotree.engine import Decisions, Engine
-from quotree.models import FlavorConfig, NodeConfig, PodFacts
+from quotree.flavor_spec import FlavorConfig
+from quotree.models import NodeConfig
 from quotree.options import EngineOptions
+from quotree.podfacts import PodFacts
 from quotree.simulate import simulate
 
 GI = 1 << 30

@@ -13,10 +13,9 @@ from quotree.models import (
     ConfigError,
     ElasticQuotaSpec,
     NodeConfig,
-    PodFacts,
     parse_node,
-    pod_facts,
 )
+from quotree.podfacts import PodFacts, pod_facts
 from quotree.quantity import UNLIMITED, QuantityError, format_quantity, parse_quantity
 from quotree.rules import Verdict, check_apply, check_apply_forest, check_delete
 from quotree.runtime import QuotaTree

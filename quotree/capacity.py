@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quotree.models import GPU_MEMORY, FlavorConfig, flavored
+from quotree.flavor_spec import FlavorConfig
+from quotree.models import GPU_MEMORY, flavored
 from quotree.quantity import QuantityError, add_amounts, parse_quantity
 
 __all__ = ["NodeCapacity", "cluster_capacity", "flavor_matches", "node_allocatable"]

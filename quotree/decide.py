@@ -27,10 +27,7 @@ from quotree.eviction import (
 from quotree.fit import Seat, Short
 from quotree.hold import Holds
 from quotree.ledger import Ledger
-from quotree.models import (
-    FLAVOR_LABEL,
-    MAINTENANCE_ANNOTATION,
-)
+from quotree.models import FLAVOR_LABEL, MAINTENANCE_ANNOTATION
 from quotree.options import EngineOptions
 from quotree.placement import Placed, Placement
 from quotree.pods import PodRecord, PodState, QuotaPods

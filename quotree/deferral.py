@@ -1,15 +1,15 @@
 """When a Cohort's subtree may be left unevaluated while its share only shrinks.
 
 Why a module of its own: the rule is the subtle part of the lazy runtime
-(`QuotaTree` in `runtime.py` keeps the bookkeeping). When a Cohort's runtime
-goes down and nothing below it changed, the runtimes below it can be left as
-they were, as long as nobody reads them and the decider would do nothing with
-them: no quota's runtime or guarantee goes up (no pending pod can start to
-fit, no reason changes) and no quota goes over its runtime (nothing to
-reclaim). Neither is true of the integer rule in general (largest remainders
-are not monotone: the Alabama paradox, and the water-filling rounds restart
-by name), so a subtree is deferred only while every parent in it stays in a
-regime where its distribution is monotone in its total:
+(`DeferredSubtrees` in `deferred_subtrees.py` keeps the bookkeeping). When a
+Cohort's runtime goes down and nothing below it changed, the runtimes below it
+can be left as they were, as long as nobody reads them and the decider would
+do nothing with them: no quota's runtime or guarantee goes up (no pending pod
+can start to fit, no reason changes) and no quota goes over its runtime
+(nothing to reclaim). Neither is true of the integer rule in general (largest
+remainders are not monotone: the Alabama paradox, and the water-filling rounds
+restart by name), so a subtree is deferred only while every parent in it stays
+in a regime where its distribution is monotone in its total:
 
 - roomy (total >= the children's targets): every child gets its target;
 - no leftover (total <= the sum of the bases): every child gets its base;

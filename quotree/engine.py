@@ -20,12 +20,14 @@ from quotree.capacity import cluster_capacity, flavor_matches
 from quotree.decide import Decider
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction
+from quotree.flavor_spec import FlavorConfig
 from quotree.flavors import needs_flavor
 from quotree.hold import Holds
 from quotree.ledger import Ledger
-from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, FlavorConfig, NodeConfig, PodFacts, flavored
+from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, NodeConfig, flavored
 from quotree.options import EngineOptions
 from quotree.placement import Placement
+from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
 from quotree.quantity import add_amounts
 from quotree.resolution import (

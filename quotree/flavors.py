@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from quotree.models import GPU_MEMORY, FlavorConfig, NodeConfig, PodFacts, flavored
+from quotree.flavor_spec import FlavorConfig
+from quotree.models import GPU_MEMORY, NodeConfig, flavored
+from quotree.podfacts import PodFacts
 
 __all__ = ["allowed_flavors", "allows", "charge", "needs_flavor"]
 

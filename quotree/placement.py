@@ -17,9 +17,10 @@ from enum import Enum
 from quotree import admission, flavor_fit
 from quotree.accounts import TreeNode
 from quotree.fit import Seat, Short, Verdict
+from quotree.flavor_spec import FlavorConfig
 from quotree.flavors import allowed_flavors, charge
 from quotree.hold import Holds
-from quotree.models import FlavorConfig, NodeConfig
+from quotree.models import NodeConfig
 from quotree.options import EngineOptions
 from quotree.pods import Placing, PodRecord, QuotaPods
 from quotree.runtime import QuotaTree

@@ -12,7 +12,7 @@ import bisect
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from quotree.models import PodFacts
+from quotree.podfacts import PodFacts
 from quotree.quantity import add_amounts
 
 __all__ = ["Placing", "PodRecord", "PodState", "QuotaPods", "least_important_first"]

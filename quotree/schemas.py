@@ -3,8 +3,8 @@
 Every kind's top-level fields are closed (an unknown one is a problem), as is
 `metadata` (Kubernetes' ObjectMeta); below that, the fields the simulator reads
 are checked and the rest are left alone. The specs of Cohorts, ElasticQuotas
-and ResourceFlavors are checked by their own models (`quotree.models`), the
-same the webhook uses; here only that they are objects.
+and ResourceFlavors are checked by their own models (`quotree.models`,
+`quotree.flavor_spec`), the same the webhook uses; here only that they are objects.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The shape of the objects the simulator reads, checked before anything reads them.
 
-Why a layer of its own: the engine's readers (`models.pod_facts`,
+Why a layer of its own: the engine's readers (`podfacts.pod_facts`,
 `capacity.node_allocatable`) trust what the API server has already validated,
 and must stay fast for the operator. Hand-written files have had no API server:
 a string where a list belongs would reach the engine as an exception. So every

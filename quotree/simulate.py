@@ -29,19 +29,12 @@ from typing import Any, BinaryIO
 
 from quotree.capacity import node_allocatable
 from quotree.engine import Decisions, Engine, PodRecord, PodState
+from quotree.flavor_spec import parse_flavor
 from quotree.manifests import InputError as SimulationError
 from quotree.manifests import load_documents
-from quotree.models import (
-    DEFAULT_TREE,
-    GROUP,
-    VERSION,
-    ConfigError,
-    NodeConfig,
-    parse_flavor,
-    parse_node,
-    pod_facts,
-)
+from quotree.models import DEFAULT_TREE, GROUP, VERSION, ConfigError, NodeConfig, parse_node
 from quotree.options import EngineOptions
+from quotree.podfacts import pod_facts
 from quotree.priority_classes import PriorityClasses, PriorityError
 from quotree.quantity import add_amounts, format_quantity
 from quotree.report import render_tree

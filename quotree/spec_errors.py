@@ -1,9 +1,10 @@
 """One line, in our words, for everything wrong with a Cohort's, ElasticQuota's or
 ResourceFlavor's spec.
 
-pydantic checks the specs (`quotree.models`); its messages name its own types
-("Input should be a valid dictionary or instance of PreemptionSpec", "Extra inputs
-are not permitted") and list a value that is none of a union's types once per type.
+pydantic checks the specs (`quotree.models`, `quotree.flavor_spec`); its messages
+name its own types ("Input should be a valid dictionary or instance of
+PreemptionSpec", "Extra inputs are not permitted") and list a value that is none
+of a union's types once per type.
 Here each problem becomes `spec.<path>: <what is wrong>`, a union's tries one
 problem, and every problem of the spec is listed, joined by `; `, so fixing one
 never reveals another that was hidden. The webhook and the simulator print these.

@@ -17,7 +17,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
-from quotree.models import GROUP, VERSION, CohortSpec, ElasticQuotaSpec, ResourceFlavorSpec
+from quotree.flavor_spec import ResourceFlavorSpec
+from quotree.models import GROUP, VERSION, CohortSpec, ElasticQuotaSpec
 
 __all__ = ["crd_documents", "render", "spec_schema"]
 

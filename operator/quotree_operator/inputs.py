@@ -28,14 +28,9 @@ from typing import Any
 
 from quotree.capacity import node_allocatable
 from quotree.engine import Engine, PodState
-from quotree.models import (
-    ADMISSION_GATE,
-    ConfigError,
-    PodFacts,
-    parse_flavor,
-    parse_node,
-    pod_facts,
-)
+from quotree.flavor_spec import parse_flavor
+from quotree.models import ADMISSION_GATE, ConfigError, parse_node
+from quotree.podfacts import PodFacts, pod_facts
 from quotree_operator.api import KubeAPI
 from quotree_operator.status import StatusDirty, StatusMemory
 

@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from quotree.cli import package_version
-from quotree.models import QUOTA_LABEL, ConfigError, pod_facts
+from quotree.models import QUOTA_LABEL, ConfigError
+from quotree.podfacts import pod_facts
 from quotree.quantity import add_amounts, format_quantity
 from quotree.report import BAR_COLUMNS, legend, render_tree, tree_width
 from quotree.simulate import (

@@ -9,7 +9,9 @@ from collections.abc import Mapping
 
 from quotree.capacity import node_allocatable
 from quotree.engine import Engine, PodState
-from quotree.models import CAPACITY_LABEL, ConfigError, parse_flavor, parse_node, pod_facts
+from quotree.flavor_spec import parse_flavor
+from quotree.models import CAPACITY_LABEL, ConfigError, parse_node
+from quotree.podfacts import pod_facts
 from quotree_kubectl.cluster import ClusterState, PluginError
 from quotree_kubectl.let_in import let_in, q
 

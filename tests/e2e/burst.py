@@ -33,7 +33,8 @@ from typing import Any
 import yaml
 
 from quotree.engine import Engine
-from quotree.models import parse_node, pod_facts
+from quotree.models import parse_node
+from quotree.podfacts import pod_facts
 from quotree.quantity import parse_quantity
 from tests.e2e import cluster
 from tests.e2e import kube_helpers as k

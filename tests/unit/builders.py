@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from quotree.engine import Engine
-from quotree.models import DEFAULT_TREE, QUOTA_LABEL, NodeConfig, NodeSelectorTerm, PodFacts
+from quotree.models import DEFAULT_TREE, QUOTA_LABEL, NodeConfig
 from quotree.options import EngineOptions
+from quotree.podfacts import NodeSelectorTerm, PodFacts
 from quotree.simulate import SimulatedEngine
 
 R = "x"  # an extended resource: one unit is one base unit

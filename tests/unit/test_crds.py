@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from quotree.models import CohortSpec, ElasticQuotaSpec, PreemptionSpec, ResourceFlavorSpec
+from quotree.flavor_spec import ResourceFlavorSpec
+from quotree.models import CohortSpec, ElasticQuotaSpec, PreemptionSpec
 from quotree_operator import crds
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "quotree.yaml"

@@ -22,14 +22,10 @@ from hypothesis import strategies as st
 
 from quotree import flavor_fit
 from quotree.engine import Engine
-from quotree.models import (
-    GPU_MEMORY,
-    PREEMPTIBLE_LABEL,
-    FlavorConfig,
-    NodeConfig,
-    PodFacts,
-)
+from quotree.flavor_spec import FlavorConfig
+from quotree.models import GPU_MEMORY, PREEMPTIBLE_LABEL, NodeConfig
 from quotree.options import EngineOptions
+from quotree.podfacts import PodFacts
 from quotree.simulate import SimulatedEngine
 from tests.unit.objects import cohort_config, quota_config
 

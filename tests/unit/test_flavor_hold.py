@@ -12,8 +12,10 @@ quota holds back (by cpu) while a sibling wants the GPUs of its other flavor.
 from __future__ import annotations
 
 from quotree.engine import Engine, PodState
-from quotree.models import FlavorConfig, NodeConfig, PodFacts
+from quotree.flavor_spec import FlavorConfig
+from quotree.models import NodeConfig
 from quotree.options import EngineOptions
+from quotree.podfacts import PodFacts
 from tests.unit.builders import pod
 from tests.unit.objects import quota_config as eq
 

@@ -9,9 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotree.engine import Engine, PodState
+from quotree.flavor_spec import FlavorConfig
 from quotree.flavors import allowed_flavors, allows, charge
-from quotree.models import FlavorConfig, NodeConfig, PodFacts, parse_node
+from quotree.models import NodeConfig, parse_node
 from quotree.options import EngineOptions
+from quotree.podfacts import PodFacts
 from quotree.quantity import UNLIMITED
 from quotree.simulate import SimulatedEngine
 from tests.unit.builders import pod

@@ -14,16 +14,10 @@ import pytest
 
 from quotree.capacity import cluster_capacity, flavor_matches
 from quotree.engine import Engine, PodState
+from quotree.flavor_spec import FlavorConfig, parse_flavor
 from quotree.flavors import allows, charge
-from quotree.models import (
-    FLAVOR_LABEL,
-    ConfigError,
-    FlavorConfig,
-    NodeConfig,
-    PodFacts,
-    parse_flavor,
-    parse_node,
-)
+from quotree.models import FLAVOR_LABEL, ConfigError, NodeConfig, parse_node
+from quotree.podfacts import PodFacts
 from quotree.rules import check_apply, tree_problems
 from quotree.simulate import SimulatedEngine
 from quotree.structure import Structure

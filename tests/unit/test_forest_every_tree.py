@@ -6,7 +6,7 @@ tried in every tree that holds a pod back."""
 from __future__ import annotations
 
 from quotree.engine import Engine, PodState
-from quotree.models import FlavorConfig
+from quotree.flavor_spec import FlavorConfig
 from tests.unit.builders import cohort, engine, pod, quota, states
 from tests.unit.objects import quota_config
 

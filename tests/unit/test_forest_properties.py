@@ -18,7 +18,8 @@ from test_properties import RESOURCES, Scenario, scenarios
 
 from quotree import admission
 from quotree.engine import Engine
-from quotree.models import NodeConfig, PodFacts
+from quotree.models import NodeConfig
+from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
 from quotree.runtime import QuotaTree
 from quotree.simulate import SimulatedEngine

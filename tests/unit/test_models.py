@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from quotree.models import ConfigError, effective_request, parse_node, pod_facts
+from quotree.models import ConfigError, parse_node
+from quotree.podfacts import effective_request, pod_facts
 from quotree.quantity import UNLIMITED
 from tests.unit.objects import quota
 

@@ -1,0 +1,197 @@
+"""The bookkeeping of deferred subtrees: which are deferred, and when they are brought up to date.
+
+Why a module of its own: `QuotaTree` (`runtime.py`) carries demand up and
+runtime down; when it turns laziness on, a Cohort whose runtime only falls may
+have its subtree left as it was (`deferral.py` says when that is safe). This
+module keeps those subtrees: it defers one, lets one stay deferred while its
+Cohort's runtime moves within the slack, and brings one up to date
+(`materialize`) when it is read, when a pod event touches it, when its Cohort's
+runtime rises, or when the slack runs out. Redistributing a subtree is the
+tree's own step (`QuotaTree._cascade`), handed in at construction.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from quotree.accounts import TreeNode
+from quotree.deferral import node_margin, quota_margin
+from quotree.structure import ROOT
+
+__all__ = ["Deferred", "DeferredSubtrees"]
+
+
+class _Cascade(Protocol):
+    def __call__(self, cohort: TreeNode, resource: str, *, report: bool) -> None: ...
+
+
+class Deferred:
+    """A Cohort whose children's runtimes in one resource were left as they were while its
+    own runtime fell (`deferral.py`): they are those of the total `reflected`."""
+
+    __slots__ = ("boundary", "last", "reflected", "slack")
+
+    def __init__(self, reflected: int, last: int, slack: int) -> None:
+        self.reflected = reflected  # the total the subtree's runtimes are those of
+        self.last = last  # the Cohort's runtime the last time it moved
+        self.slack = slack  # how far below `reflected` it may go (`deferral.py`)
+        # Its runtime at the last settle(): the subtree is first brought there without
+        # reporting (those changes were reported, and skipped, then); None: deferred since.
+        self.boundary: int | None = None
+
+
+class DeferredSubtrees:
+    """The deferred subtrees of one live tree, by resource and by Cohort."""
+
+    __slots__ = ("_cascade", "_nodes", "_path_up", "_root", "at", "by_resource", "count", "moved")
+
+    def __init__(
+        self,
+        cascade: _Cascade,
+        root: TreeNode,
+        nodes: dict[str, TreeNode],
+        path_up: dict[str, list[TreeNode]],
+    ) -> None:
+        self._cascade = cascade
+        self._root, self._nodes, self._path_up = root, nodes, path_up
+        # These three are emptied in place, never replaced: `QuotaTree` keeps `at` as its own
+        # attribute too, for the test every pod event makes ("is anything deferred?").
+        self.by_resource: dict[str, dict[TreeNode, Deferred]] = {}  # resource -> Cohort -> ...
+        self.at: dict[TreeNode, set[str]] = {}  # Cohort -> its deferred resources
+        self.moved: set[tuple[str, TreeNode]] = set()  # deferred and moved since settle()
+        self.count = 0  # subtrees left unevaluated so far (tests and benchmarks read it)
+
+    def reset(
+        self, root: TreeNode, nodes: dict[str, TreeNode], path_up: dict[str, list[TreeNode]]
+    ) -> None:
+        """Nothing deferred, in the live tree given (after a full recompute)."""
+        self._root, self._nodes, self._path_up = root, nodes, path_up
+        self.by_resource.clear()
+        self.at.clear()
+        self.moved.clear()
+
+    def defer(self, cohort: TreeNode, resource: str) -> bool:
+        """Leave `cohort`'s subtree as it is, its runtime having fallen, when nothing there
+        can matter before it falls further than its slack (`deferral.py`)."""
+        reflected = cohort.last_total[resource]
+        fall = reflected - cohort.runtime[resource]
+        if cohort.last_scale_total[resource] < cohort.sum_min[resource]:
+            return False  # its children's guarantees are scaled mins: they may move
+        runtime = cohort.runtime[resource]
+        cohort.runtime[resource] = reflected  # the margins are those of the subtree as it is
+        try:
+            slack = self._slack(cohort, resource, fall)
+        finally:
+            cohort.runtime[resource] = runtime
+        if slack < fall:
+            return False
+        self.by_resource.setdefault(resource, {})[cohort] = Deferred(reflected, runtime, slack)
+        self.at.setdefault(cohort, set()).add(resource)
+        self.moved.add((resource, cohort))
+        self.count += 1
+        return True
+
+    def _slack(self, cohort: TreeNode, resource: str, need: int) -> int:
+        """The least margin over `cohort`'s subtree (stopping once below `need`)."""
+        deferred = self.by_resource.get(resource, {})
+        slack = node_margin(cohort, resource)
+        stack = list(cohort.children_in[resource])
+        while stack and slack >= need:
+            node = stack.pop()
+            if node.is_quota:
+                slack = min(slack, quota_margin(node, resource))
+                continue
+            if resource not in node.children_in:
+                continue
+            if node in deferred:
+                self.materialize(node, resource)  # one deferred subtree inside another: no
+            slack = min(slack, node_margin(node, resource))
+            stack.extend(node.children_in[resource])
+        return slack
+
+    def used_grew_below(self, quota: TreeNode, resource: str) -> None:
+        """The quota's used grew under a Cohort deferred in `resource`: its margin to its
+        runtime shrank, and so may the subtree's slack (or the quota could go over its
+        runtime, unreported, while the Cohort's runtime keeps falling within the old one).
+        Bring the subtree up to date when it has already fallen further than that."""
+        deferred = self.by_resource.get(resource)
+        if not deferred:
+            return
+        for walk in self._path_up[quota.name]:
+            entry = deferred.get(walk)
+            if entry is not None:  # at most one: deferred subtrees do not nest
+                entry.slack = min(entry.slack, quota_margin(quota, resource))
+                if entry.reflected - entry.last > entry.slack:
+                    self.materialize(walk, resource)
+                return
+
+    def still_deferred(self, cohort: TreeNode, resource: str, entry: Deferred) -> bool:
+        """The deferred `cohort`'s runtime moved: may its subtree stay as it is?"""
+        runtime = cohort.runtime[resource]
+        if (
+            runtime <= entry.last
+            and entry.reflected - runtime <= entry.slack
+            and cohort.sum_min[resource] <= cohort.guarantee[resource]
+        ):
+            entry.last = runtime
+            self.moved.add((resource, cohort))
+            return True
+        return False
+
+    def materialize(self, cohort: TreeNode, resource: str) -> None:
+        """Bring the deferred subtree up to date: first, without reporting, to the runtimes
+        of the last settle() (reported, and skipped by the decider, back then), then, with
+        the changes reported, to the runtime the Cohort had last; its runtime is left as
+        it is now (the caller redistributes when it moved since)."""
+        entry = self.by_resource[resource].pop(cohort)
+        resources = self.at[cohort]
+        resources.discard(resource)
+        if not resources:
+            del self.at[cohort]
+        self.moved.discard((resource, cohort))
+        now = cohort.runtime[resource]
+        if entry.boundary is not None:
+            cohort.runtime[resource] = entry.boundary
+            self._cascade(cohort, resource, report=False)
+        cohort.runtime[resource] = entry.last
+        self._cascade(cohort, resource, report=True)
+        cohort.runtime[resource] = now
+
+    def materialize_path(self, node: TreeNode, resource: str | None = None) -> None:
+        """Bring the runtimes on `node`'s path (and below it) up to date before they are read."""
+        for walk in (node, *self._path_up[node.name]):
+            resources = self.at.get(walk)
+            if resources:
+                for r in sorted(resources) if resource is None else [resource]:
+                    if r in resources:
+                        self.materialize(walk, r)
+
+    def materialize_below(self, node: TreeNode) -> None:
+        """Bring every runtime in `node`'s subtree, and on its path, up to date."""
+        self.materialize_path(node)
+        for cohort in list(self.at):
+            if cohort in self.at and node in self._path_up[cohort.name]:
+                for r in sorted(self.at[cohort]):
+                    self.materialize(cohort, r)
+
+    def check_moved(self, grown: set[str]) -> None:
+        """At a settle(): a deferred subtree whose Cohort moved is brought up to date when a
+        node in it or above it gained room (`grown`, the names of the nodes that did: the
+        decider then looks at the quotas whose runtime changed); the others note their
+        runtime as the new boundary."""
+        near: set[TreeNode] = set()  # the nodes that gained room and their ancestors
+        for name in grown:
+            node = self._root if name == ROOT else self._nodes.get(name)
+            if node is not None:
+                near.add(node)
+                near.update(self._path_up.get(node.name, ()))
+        moved = sorted(self.moved, key=lambda m: (m[0], m[1].depth, m[1].name))
+        self.moved.clear()
+        for resource, cohort in moved:
+            entry = self.by_resource.get(resource, {}).get(cohort)
+            if entry is None:
+                continue
+            if cohort in near or any(a.name in grown for a in self._path_up[cohort.name]):
+                self.materialize(cohort, resource)
+            else:
+                entry.boundary = cohort.runtime[resource]

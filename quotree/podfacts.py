@@ -1,0 +1,189 @@
+"""What the engine needs to know about a pod, read from a Pod object.
+
+Why a module of its own: every shell (operator, webhooks, simulator, plugin)
+reads pods the same way, through `pod_facts`, and the engine sees nothing
+else of them. The effective-request rule is Kubernetes' own: containers
+summed, init containers by peak with the sidecars started before them,
+sidecars beside the containers, overhead on top, a limit without a request
+counting as the request.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from quotree.models import ADMISSION_GATE, PREEMPTIBLE_LABEL, ConfigError
+from quotree.quantity import QuantityError, add_amounts, parse_quantity
+
+__all__ = ["NodeSelectorTerm", "PodFacts", "effective_request", "pod_facts"]
+
+
+#: One term of a required node affinity: (key, operator, values) expressions, all must hold.
+NodeSelectorTerm = tuple[tuple[str, str, tuple[str, ...]], ...]
+
+
+@dataclass(slots=True)
+class PodFacts:
+    """What the engine needs to know about one pod."""
+
+    namespace: str
+    name: str
+    request: dict[str, int]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    priority: int = 0
+    created: float = 0.0
+    node_name: str | None = None
+    phase: str = "Pending"
+    gated: bool = False
+    deleting: bool = False
+    #: spec.nodeSelector, and the required node affinity's terms (ORed), each a tuple of
+    #: (key, operator, values) expressions (ANDed): which flavors the pod allows.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    node_affinity: tuple[NodeSelectorTerm, ...] = ()
+
+    #: `key`, made once: every map of the engine and the operator holds this one string
+    #: (at 30,000 pods a new string per lookup was ~120 bytes a pod; issue 12).
+    _key: str = field(default="", init=False, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        key = self._key
+        if not key:
+            key = self._key = sys.intern(f"{self.namespace}/{self.name}")
+        return key
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def preemptible(self) -> bool:
+        return self.labels.get(PREEMPTIBLE_LABEL, "true").lower() != "false"
+
+
+def _container_requests(container: Mapping[str, Any], pod_label: str) -> dict[str, int]:
+    """A container's requests; a limit without a request counts as the request (API defaulting)."""
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("limits") or {})
+    requests.update(resources.get("requests") or {})
+    out: dict[str, int] = {}
+    for name, value in requests.items():
+        try:
+            out[sys.intern(name)] = parse_quantity(value, name)
+        except QuantityError as exc:
+            cname = container.get("name", "?")
+            raise ConfigError(
+                f"Pod {pod_label}: container {cname} resources {name}: {exc}"
+            ) from None
+    return out
+
+
+def _max_into(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        if amount > into.get(name, 0):
+            into[name] = amount
+
+
+def effective_request(pod_spec: Mapping[str, Any], pod_label: str = "?") -> dict[str, int]:
+    """The pod's effective request by the Kubernetes rule.
+
+    Regular containers are summed; each regular init container counts with the
+    sidecars (init containers with restartPolicy Always) started before it, and
+    the pod needs the largest of those moments; sidecars keep running beside
+    the regular containers; the pod overhead is added on top.
+    """
+    running: dict[str, int] = {}
+    for container in pod_spec.get("containers") or ():
+        add_amounts(running, _container_requests(container, pod_label))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for container in pod_spec.get("initContainers") or ():
+        requests = _container_requests(container, pod_label)
+        if container.get("restartPolicy") == "Always":
+            add_amounts(sidecars, requests)
+            _max_into(init_peak, sidecars)
+        else:
+            moment = dict(sidecars)
+            add_amounts(moment, requests)
+            _max_into(init_peak, moment)
+    add_amounts(running, sidecars)
+    _max_into(running, init_peak)
+    overhead = pod_spec.get("overhead") or {}
+    for name, value in overhead.items():
+        try:
+            running[name] = running.get(name, 0) + parse_quantity(value, name)
+        except QuantityError as exc:
+            raise ConfigError(f"Pod {pod_label}: overhead {name}: {exc}") from None
+    return {name: amount for name, amount in running.items() if amount > 0}
+
+
+def _timestamp(value: object) -> float | None:
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.timestamp()
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _affinity_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    """The required node affinity's matchExpressions, term by term (matchFields are left out:
+    they name nodes, not kinds of nodes)."""
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = []
+    for term in required.get("nodeSelectorTerms") or ():
+        terms.append(
+            tuple(
+                (
+                    str(expr.get("key", "")),
+                    str(expr.get("operator", "")),
+                    tuple(str(v) for v in expr.get("values") or ()),
+                )
+                for expr in (term or {}).get("matchExpressions") or ()
+            )
+        )
+    return tuple(terms)
+
+
+#: The node selector of every pod that has none (read-only, shared).
+_NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
+
+
+def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFacts:
+    """Read a Pod object (a dict as the API serves it) into PodFacts."""
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    namespace = metadata.get("namespace") or "default"
+    name = metadata.get("name") or metadata.get("generateName") or "?"
+    label = f"{namespace}/{name}"
+    created = _timestamp(metadata.get("creationTimestamp"))
+    gates = spec.get("schedulingGates") or ()
+    priority = spec.get("priority")
+    node_name = spec.get("nodeName") or None
+    selector = spec.get("nodeSelector")
+    # Strings that thousands of pods repeat are kept once (interned): namespaces, label
+    # keys, node names, phases, resource names (issue 12: memory per pod).
+    return PodFacts(
+        namespace=sys.intern(namespace),
+        name=name,
+        request=effective_request(spec, label),
+        labels={sys.intern(k): v for k, v in (metadata.get("labels") or {}).items()},
+        priority=int(priority) if isinstance(priority, int) else 0,
+        created=default_created if created is None else created,
+        node_name=sys.intern(node_name) if isinstance(node_name, str) else None,
+        phase=sys.intern(status.get("phase") or "Pending"),
+        gated=any(gate.get("name") == ADMISSION_GATE for gate in gates),
+        deleting=bool(metadata.get("deletionTimestamp")),
+        node_selector={str(k): str(v) for k, v in selector.items()} if selector else _NO_SELECTOR,
+        node_affinity=_affinity_terms(spec),
+    )

@@ -1,0 +1,103 @@
+"""The top-down passes of a settle: redistributing below the parents a climb marked.
+
+Why a module of its own: `QuotaTree` (`runtime.py`) carries a pod's demand
+change up its path and marks the parents whose children's runtimes must be
+redone; these passes redo them, parents before children, each parent with
+`distribution.distribute`, going further down only where a child's runtime
+changed, and note who moved (the quotas to look at again, the nodes that
+gained room, the nodes whose status to write). With laziness on, a Cohort
+whose runtime only fell may be left as it is (`deferred_subtrees.py`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+from quotree.accounts import TreeNode
+from quotree.deferred_subtrees import DeferredSubtrees
+from quotree.distribution import distribute
+
+__all__ = ["Dirty", "cascade", "settle_resource"]
+
+#: parent -> {child whose demand changed: its demand at the last distribution} (None: redo all)
+Dirty = dict[TreeNode, dict[TreeNode, int] | None]
+
+
+def settle_resource(
+    resource: str,
+    dirty: Dirty,
+    *,
+    root: TreeNode,
+    path_up: dict[str, list[TreeNode]],
+    lazy: bool,
+    subtrees: DeferredSubtrees,
+    changed: set[str],
+    grown: set[str],
+    moved: set[str] | None,
+) -> None:
+    """Redo the `dirty` parents in one resource, and the children of theirs that moved.
+
+    `changed` receives the quotas whose runtime changed, `grown` the nodes whose room
+    may have grown, `moved` (unless None) every node whose runtime changed."""
+    counter = itertools.count()
+    heap = [(parent.depth, next(counter), parent) for parent in dirty]
+    heapq.heapify(heap)
+    deferred = subtrees.by_resource.get(resource)
+    busy: set[TreeNode] | None = None  # the dirty parents and their ancestors
+    while heap:
+        _, _, parent = heapq.heappop(heap)
+        if parent not in dirty:
+            continue
+        hints = dirty.pop(parent)
+        for child in distribute(parent, resource, hints, at_root=parent is root, grown=grown):
+            if moved is not None:
+                moved.add(child.name)
+            if child.is_quota:
+                changed.add(child.name)
+            elif resource in child.children_in and child not in dirty:
+                entry = deferred.get(child) if deferred else None
+                if entry is not None:
+                    if subtrees.still_deferred(child, resource, entry):
+                        continue
+                    subtrees.materialize(child, resource)
+                    dirty[child] = None
+                else:
+                    if lazy and child.runtime[resource] < child.last_total.get(resource, -1):
+                        if busy is None:
+                            busy = set(dirty)
+                            for node in dirty:
+                                busy.update(path_up.get(node.name, ()))
+                        if child not in busy and subtrees.defer(child, resource):
+                            deferred = subtrees.by_resource[resource]
+                            continue
+                    dirty[child] = {}
+                heapq.heappush(heap, (child.depth, next(counter), child))
+
+
+def cascade(
+    cohort: TreeNode,
+    resource: str,
+    *,
+    changed: set[str] | None,
+    grown: set[str] | None,
+    moved: set[str] | None,
+) -> None:
+    """Redistribute `cohort`'s subtree top-down from its present runtime (a deferred
+    subtree brought up to date); `changed`, `grown`, `moved` as for `settle_resource`,
+    None: not noted."""
+    dirty: Dirty = {cohort: None}
+    counter = itertools.count()
+    heap = [(cohort.depth, next(counter), cohort)]
+    while heap:
+        _, _, parent = heapq.heappop(heap)
+        hints = dirty.pop(parent)
+        for child in distribute(parent, resource, hints, at_root=False, grown=grown):
+            if moved is not None:
+                moved.add(child.name)
+            if child.is_quota:
+                if changed is not None:
+                    changed.add(child.name)
+            elif resource in child.children_in and child not in dirty:
+                dirty[child] = {}
+                heapq.heappush(heap, (child.depth, next(counter), child))
