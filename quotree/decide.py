@@ -11,25 +11,18 @@ should be made to look like; time comes in as an argument.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Literal
+from collections.abc import Iterator
 
 from quotree import admission, fit
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
-from quotree.eviction import (
-    Eviction,
-    over_runtime,
-    preemption_victims,
-    reclaim_reason,
-    reclaim_victims,
-)
 from quotree.fit import Seat, Short
 from quotree.hold import Holds
 from quotree.ledger import Ledger
 from quotree.models import FLAVOR_LABEL, MAINTENANCE_ANNOTATION
 from quotree.options import EngineOptions
 from quotree.placement import Placed, Placement
+from quotree.planner import EvictionPlanner
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.reasons import Reasons
 from quotree.runtime import QuotaTree
@@ -65,16 +58,15 @@ class Decider:
         self.holds = holds
         self.options = options
         self.reclaim_delay = reclaim_delay
-        self._over_since: dict[str, float] = {}  # quota -> since when used > runtime
+        #: Which pods to evict, and asking for it (`planner.py`).
+        self.planner = EvictionPlanner(ledger, reclaim_delay)
         # Quotas whose waiting pods' reasons a reclaim of this round changed ("being evicted"):
         # looked at again before the round ends (`decide_round`).
         self._rewake: set[str] = set()
         #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
         self.maintenance: str | None = None
         #: Why pending pods wait (`reasons.py`).
-        self.reasons = Reasons(forest, ledger.quota_pods, self._over_since, reclaim_delay)
-        #: Called for each eviction asked for (the simulator carries it out at once).
-        self.evicted: Callable[[PodRecord, str, str], None] | None = None
+        self.reasons = Reasons(forest, ledger.quota_pods, self.planner.over_since, reclaim_delay)
 
     # ------------------------------------------------------------ records
 
@@ -161,7 +153,7 @@ class Decider:
                 if name not in grown and name not in touched and self._only_shrank(name)
             }
             changed -= skipped
-        names = changed | touched | set(self._over_since) | self.reasons.waiting_on_ancestor
+        names = changed | touched | set(self.planner.over_since) | self.reasons.waiting_on_ancestor
         if self.forest.several:
             for tree in self.forest:
                 if tree is not self.tree:
@@ -211,7 +203,7 @@ class Decider:
         `QuotaTree.grown_quotas`): its pending pods were looked at with at least this much
         room (`QuotaPods.room` is set), it waits for no ancestor, it was not over its
         runtime and is not now. `_decide_quota` would then change nothing."""
-        if name in self._over_since or name in self.reasons.waiting_on_ancestor:
+        if name in self.planner.over_since or name in self.reasons.waiting_on_ancestor:
             return False
         pods = self.ledger.quota_pods.get(name)
         if pods is None:
@@ -234,10 +226,10 @@ class Decider:
         tree = self.tree_of(name)
         node = tree.node(name)
         if pods is None:
-            self._over_since.pop(name, None)
+            self.planner.over_since.pop(name, None)
             return False
         if node is None or not node.is_quota:
-            self._over_since.pop(name, None)
+            self.planner.over_since.pop(name, None)
             pods.room = None  # when it comes back, look at its pods again
             problem = tree.problems.get(name)
             why = problem.message if problem else f"ElasticQuota {name} does not exist"
@@ -247,7 +239,7 @@ class Decider:
         maintenance = self._in_maintenance(node)
         if maintenance is not None:
             # Account and report, decide nothing: no admission, no eviction, no reclaim clock.
-            self._over_since.pop(name, None)
+            self.planner.over_since.pop(name, None)
             pods.room = None  # when it ends, look at every pending pod again
             for _, key in pods.pending:
                 self.reasons.set(
@@ -291,40 +283,14 @@ class Decider:
     def _reclaim(
         self, name: str, node: TreeNode, pods: QuotaPods, now: float, out: Decisions
     ) -> bool:
-        over = over_runtime(node, pods)
-        if not over:
-            self._over_since.pop(name, None)
+        """Reclaim for quota `name` when it has held more than its runtime long enough."""
+        if not self.planner.reclaim(name, node, pods, now, out):
             return False
-        since = self._over_since.setdefault(name, now)
-        if now - since < self.reclaim_delay:
-            return False
-        victims = reclaim_victims(node, pods, over)
-        if not victims:
-            return False
-        reason = reclaim_reason(name, node, pods, over)
-        for victim in victims:
-            self._evict(victim, "Reclaimed", reason, out)
         for waiting in self.reasons.waiting_on_ancestor:
             self.ledger.quota_pods[waiting].room = None  # their reasons now say "being evicted"
         self._rewake |= self.reasons.waiting_on_ancestor
         self.reasons.lenders_changed()
-        self._over_since.pop(name, None)
         return True
-
-    def _evict(
-        self,
-        record: PodRecord,
-        kind: Literal["Preempted", "Reclaimed"],
-        reason: str,
-        out: Decisions,
-    ) -> None:
-        """Ask for the pod's eviction."""
-        assert record.quota is not None
-        out.evictions.append(Eviction(record.key, record.quota, kind, reason))
-        if self.evicted is not None:
-            self.evicted(record, kind, reason)
-        else:  # its resources count as on their way back until the pod is gone
-            self.ledger.set_evicting(record, True)
 
     def _admit_pending(
         self, name: str, node: TreeNode, pods: QuotaPods, out: Decisions, *, force: bool = False
@@ -420,7 +386,7 @@ class Decider:
                 continue
             # Short at a quota (its own, or its quota in another tree): in-quota preemption
             # there, among that quota's pods of lower priority.
-            if self._preempt(record, verdict, lowest, out):
+            if self.planner.preempt(record, verdict, lowest, out):
                 evicted = True
                 placed.clear()
                 # Victims still count as used until they are gone, unless the eviction
@@ -437,43 +403,6 @@ class Decider:
                 continue
             self.reasons.explain(name, node, record, verdict, out)
         return evicted
-
-    def _preempt(
-        self, record: PodRecord, verdict: fit.Verdict, lowest: dict[str, int], out: Decisions
-    ) -> bool:
-        """In-quota preemption for a pending pod short at quota `verdict.quota` (in any tree
-        that charges it): evict the fewest lower-priority preemptible pods of that quota
-        that make room (semantics.md). `lowest` keeps, per quota, the lowest priority of its
-        possible victims for this scan. True when it evicted."""
-        quota = verdict.quota
-        node = verdict.node
-        if node is None or node.config is None or not node.config.preempt_within_quota:
-            return False
-        pods = self.ledger.quota_pods[quota]
-        least = lowest.get(quota)
-        if least is None:
-            least = lowest[quota] = min(
-                (
-                    r.facts.priority
-                    for r in pods.admitted.values()
-                    if r.preemptible and not r.evicting
-                ),
-                default=record.facts.priority,
-            )
-        if least >= record.facts.priority:
-            return False
-        victims = preemption_victims(pods, record, verdict.amounts)
-        if not victims:
-            return False
-        del lowest[quota]  # victims are gone: look again for the next pod
-        reason = (
-            f"preempted by {record.key} (priority {record.facts.priority}) "
-            f"within ElasticQuota {quota}"
-        )
-        for victim in victims:
-            self._evict(victim, "Preempted", reason, out)
-        record.victims = frozenset(v.key for v in victims)
-        return True
 
     # ------------------------------------------------------------ maintenance mode
 

@@ -125,7 +125,7 @@ class SimulatedEngine(Engine):
     def __init__(self, options: EngineOptions | None = None) -> None:
         super().__init__(reclaim_delay=0.0, options=options)
         self.finished: dict[str, PodRecord] = {}  # preempted / reclaimed, for the report
-        self.decider.evicted = self._gone
+        self.decider.planner.evicted = self._gone
 
     def decide(self, now: float = 0.0) -> Decisions:
         out = Decisions()
