@@ -11,27 +11,22 @@ should be made to look like; time comes in as an argument.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from quotree import admission, fit
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
 from quotree.fit import Seat, Short
 from quotree.hold import Holds
 from quotree.ledger import Ledger
-from quotree.models import FLAVOR_LABEL, MAINTENANCE_ANNOTATION
+from quotree.models import FLAVOR_LABEL
 from quotree.options import EngineOptions
 from quotree.placement import Placed, Placement
 from quotree.planner import EvictionPlanner
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.reasons import Reasons
 from quotree.runtime import QuotaTree
-from quotree.trees import Forest
+from quotree.trees import Forest, maintenance_reason
 
 __all__ = ["Decider"]
-
-#: Where the admission check finds a quota that is not in a live tree.
-MISSING = Seat(None, [], None)
 
 #: One empty set for every admitted pod (an empty frozenset is not shared: 216 bytes each).
 NO_VICTIMS: frozenset[str] = frozenset()
@@ -65,6 +60,8 @@ class Decider:
         self._rewake: set[str] = set()
         #: Maintenance mode (MCAD's): why, when on for the whole cluster (`set_maintenance`).
         self.maintenance: str | None = None
+        #: The quotas as the admission check sees them (`fit.py`).
+        self.seats = fit.Seats(forest, ledger.quota_pods)
         #: Why pending pods wait (`reasons.py`).
         self.reasons = Reasons(forest, ledger.quota_pods, self.planner.over_since, reclaim_delay)
 
@@ -259,27 +256,6 @@ class Decider:
                     out.labels[record.key] = label
         return evicted
 
-    def _seat(self, name: str) -> Seat:
-        """Quota `name` as the admission check sees it (its tree's runtimes settled)."""
-        tree = self.tree_of(name)
-        node = tree.node(name)
-        if node is None or not node.is_quota:
-            return MISSING
-        return Seat(node, tree.path_up(node), self.ledger.quota_pods[name])
-
-    def _check(self, record: PodRecord, name: str, here: Seat) -> fit.Verdict:
-        """The admission check of a pending pod of quota `name` (`here`), in every tree."""
-        if not record.also:
-            return fit.check(record, ((name, here),))
-        return fit.check(record, self._with_other_trees(name, here, record))
-
-    def _with_other_trees(
-        self, name: str, here: Seat, record: PodRecord
-    ) -> Iterator[tuple[str, Seat]]:
-        yield name, here
-        for other in record.also:
-            yield other, self._seat(other)
-
     def _reclaim(
         self, name: str, node: TreeNode, pods: QuotaPods, now: float, out: Decisions
     ) -> bool:
@@ -361,7 +337,7 @@ class Decider:
                 continue
             if record.flavor_needed:
                 placement = self.placement.place(
-                    name, node, path, record, self._check, placed=placed
+                    name, node, path, record, self.seats.check, placed=placed
                 )
                 if placement is Placed.NOWHERE:
                     assert node.config is not None
@@ -371,7 +347,7 @@ class Decider:
                     self._admit_fit(name, node, record, out)
                     placed.clear()
                     continue
-            verdict = self._check(record, name, here)
+            verdict = self.seats.check(record, name, here)
             if verdict.fits:
                 self._admit_fit(name, node, record, out)
                 placed.clear()
@@ -393,7 +369,7 @@ class Decider:
                 # took effect at once (the simulator): then the pod may fit now, by the
                 # runtimes and guarantee their departure left (`node()` settles them).
                 self.tree_of(verdict.quota).node(verdict.quota)
-                after = self._check(record, name, here)
+                after = self.seats.check(record, name, here)
                 if after.fits:
                     self._admit_fit(name, node, record, out, " after preemption")
                 elif after.quota == verdict.quota and after.short is Short.QUOTA:
@@ -417,12 +393,5 @@ class Decider:
             self.ledger.touched.add(name)
 
     def _in_maintenance(self, node: TreeNode) -> str | None:
-        """Why the quota is in maintenance mode (None: it is not): the operator's setting,
-        or the annotation on the top-level node above it."""
-        if self.maintenance is not None:
-            return self.maintenance
-        path = self.tree_of(node.name).path_up(node)
-        top = path[-2] if len(path) >= 2 else node  # path ends with the cluster root
-        if top.config is not None and top.config.maintenance:
-            return f"annotation {MAINTENANCE_ANNOTATION} on {top.config.describe()}"
-        return None
+        """Why the quota is in maintenance mode (None: it is not)."""
+        return maintenance_reason(self.maintenance, self.forest.tree_of(node.name), node)

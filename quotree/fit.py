@@ -16,15 +16,16 @@ The check reads the live numbers and changes nothing: callers settle runtimes fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
 from quotree.accounts import TreeNode
 from quotree.admission import ancestor_shortfall, non_preemptible_shortfall, shortfall
 from quotree.pods import PodRecord, QuotaPods
+from quotree.trees import Forest
 
-__all__ = ["FITS", "Seat", "Short", "Verdict", "check"]
+__all__ = ["FITS", "MISSING", "Seat", "Seats", "Short", "Verdict", "check"]
 
 
 class Short(Enum):
@@ -65,6 +66,9 @@ class Verdict:
 #: The one answer for a unit that fits (no allocation on the common path).
 FITS = Verdict()
 
+#: Where the check finds a quota that is not in a live tree.
+MISSING = Seat(None, [], None)
+
 
 def check(unit: PodRecord, seats: Iterable[tuple[str, Seat]]) -> Verdict:
     """The first rule of "Admission" the unit breaks at the quotas of `seats` (in order: its
@@ -83,3 +87,32 @@ def check(unit: PodRecord, seats: Iterable[tuple[str, Seat]]) -> Verdict:
         if blocked is not None:
             return Verdict(name, Short.ANCESTOR, blocked[0], blocked[1])
     return FITS
+
+
+class Seats:
+    """The quotas as the check sees them, from the trees and each quota's pods."""
+
+    def __init__(self, forest: Forest, quota_pods: Mapping[str, QuotaPods]) -> None:
+        self._forest = forest
+        self._quota_pods = quota_pods
+
+    def seat(self, name: str) -> Seat:
+        """Quota `name` (its tree's runtimes settled first)."""
+        tree = self._forest.tree_of(name)
+        node = tree.node(name)
+        if node is None or not node.is_quota:
+            return MISSING
+        return Seat(node, tree.path_up(node), self._quota_pods[name])
+
+    def check(self, unit: PodRecord, name: str, here: Seat) -> Verdict:
+        """`check` for a unit of quota `name` (seated `here`), in every tree that charges it."""
+        if not unit.also:
+            return check(unit, ((name, here),))
+        return check(unit, self._with_other_trees(name, here, unit))
+
+    def _with_other_trees(
+        self, name: str, here: Seat, unit: PodRecord
+    ) -> Iterator[tuple[str, Seat]]:
+        yield name, here
+        for other in unit.also:
+            yield other, self.seat(other)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 from quotree.accounts import TreeNode
-from quotree.models import DEFAULT_TREE, NodeConfig
+from quotree.models import DEFAULT_TREE, MAINTENANCE_ANNOTATION, NodeConfig
 from quotree.pods import PodRecord
 from quotree.rules import Problem
 from quotree.runtime import OUTSIDE, QuotaTree
 
-__all__ = ["Forest"]
+__all__ = ["Forest", "maintenance_reason"]
 
 
 class Forest:
@@ -114,3 +114,16 @@ class Forest:
         for tree in self.trees.values():
             out.update(tree.problems)
         return out
+
+
+def maintenance_reason(cluster: str | None, tree: QuotaTree, node: TreeNode) -> str | None:
+    """Why quota `node` is in maintenance mode (MCAD's), None when it is not: `cluster`, the
+    operator's setting for the whole cluster, else the annotation on the top-level node
+    above it in `tree`."""
+    if cluster is not None:
+        return cluster
+    path = tree.path_up(node)
+    top = path[-2] if len(path) >= 2 else node  # path ends with the cluster root
+    if top.config is not None and top.config.maintenance:
+        return f"annotation {MAINTENANCE_ANNOTATION} on {top.config.describe()}"
+    return None
