@@ -16,20 +16,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from quotree.capacity import cluster_capacity, flavor_matches
+from quotree.cluster import Cluster
 from quotree.decide import Decider
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction
 from quotree.flavor_spec import FlavorConfig
-from quotree.flavors import needs_flavor
 from quotree.hold import Holds
+from quotree.intake import PodIntake
 from quotree.ledger import Ledger
-from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, NodeConfig, flavored
+from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, NodeConfig
 from quotree.options import EngineOptions
 from quotree.placement import Placement
 from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
-from quotree.quantity import add_amounts
 from quotree.resolution import (
     DEFAULT_SYSTEM_NAMESPACES,
     Coverage,
@@ -92,10 +91,18 @@ class Engine:
         #: Namespaces never gated (`resolution.never_gated`, plus Kubernetes' own).
         self.system_namespaces = never_gated(None, system_namespaces)
         self.coverage = Coverage(self.system_namespaces, default_quota)
-        # cluster node -> (allocatable, labels), for the nodes that count
-        self._cluster_nodes: dict[str, tuple[dict[str, int], dict[str, str]]] = {}
-        self._capacity: dict[str, int] = {}
-        self._unmanaged: dict[str, int] = {}  # requests of bound pods no tree charges
+        #: The Nodes that count and what pods outside the trees hold (`cluster.py`).
+        self.cluster = Cluster(self.forest, self.flavors)
+        #: Pods in and out (`intake.py`).
+        self.intake = PodIntake(
+            self.ledger,
+            self.forest,
+            self.cluster,
+            coverage=self.coverage,
+            placement=self.placement,
+            holds=self.holds,
+            decider=self.decider,
+        )
         # Objects whose name another tree already holds (rule 6 across trees, the webhook
         # bypassed): the engine keeps the first, and takes these when it goes.
         self._shadowed: dict[str, list[NodeConfig]] = {}
@@ -159,8 +166,8 @@ class Engine:
         name = config.name
         target = self.forest.grow(
             config.tree,
-            self._capacity,
-            self._unmanaged,
+            self.cluster.capacity,
+            self.cluster.unmanaged,
             (r.request for r in self.pods.values() if r.state is PodState.ADMITTED),
         )
         if home is not target and name in home.structure:
@@ -200,10 +207,6 @@ class Engine:
                 self.forget_pod(record.key)
                 facts.append(pod)
         return facts
-
-    def _add_unmanaged(self, request: Mapping[str, int], sign: int = 1) -> None:
-        add_amounts(self._unmanaged, request, sign)
-        self.forest.add_unmanaged(request, sign)
 
     def all_configs(self) -> dict[str, NodeConfig]:
         """Every Cohort and ElasticQuota the engine holds, by name, over all trees."""
@@ -281,16 +284,7 @@ class Engine:
     ) -> None:
         """A cluster node's allocatable (None: gone or not counted; `capacity.node_allocatable`)
         and its labels (which flavors it belongs to)."""
-        if allocatable is None:
-            self._cluster_nodes.pop(name, None)
-        else:
-            self._cluster_nodes[name] = (dict(allocatable), dict(labels or {}))
-        self._set_capacity()
-
-    def _set_capacity(self) -> None:
-        """Every tree shares out the whole cluster (flavors' capacities included)."""
-        self._capacity = cluster_capacity(self._cluster_nodes, self.flavors)
-        self.forest.set_capacity(self._capacity)
+        self.cluster.set_node(name, allocatable, labels)
 
     # ------------------------------------------------------------ resource flavors
 
@@ -305,7 +299,7 @@ class Engine:
             self._flavor_changed(name)
 
     def _flavor_changed(self, name: str) -> None:
-        self._set_capacity()
+        self.cluster.recompute()
         self._recharge(
             {
                 q
@@ -340,52 +334,6 @@ class Engine:
                 if again is not None and again.state is PodState.ADMITTED:
                     again.admitted_seq, again.capacity = seq, capacity
 
-    def _charge_new(self, record: PodRecord) -> None:
-        """Which flavor a new pod of a quota that splits its request by flavor is charged to.
-
-        A gated pod starts on the first flavor it allows (the decider moves it to the
-        first where it fits, `Placement.place`). A running pod stays where it
-        is: its `quotree.io/flavor` label, else the flavor of the node it is bound to,
-        else the first flavor it allows.
-        """
-        assert record.quota is not None
-        config = self.tree_of(record.quota).config(record.quota)
-        facts = record.facts
-        if config is None or not needs_flavor(config, facts.request, self.flavors):
-            return
-        record.flavor_needed = True
-        allowed = self.placement.placing(record, config).allowed
-        flavor = allowed[0] if allowed else None
-        if not facts.gated:
-            labelled = facts.labels.get(FLAVOR_LABEL)
-            node = self._cluster_nodes.get(facts.node_name or "")
-            on_node = [
-                f
-                for f in config.flavors
-                if node is not None
-                and f in self.flavors
-                and flavor_matches(self.flavors[f], node[1])
-            ]
-            if labelled in config.flavors:
-                flavor = labelled
-            elif on_node:
-                flavor = on_node[0]
-        if flavor is not None:
-            record.flavor = flavor
-            record.charged = self.placement.charge_on(record, config, flavor)
-            self.placement.charge_others(record)
-
-    def _unmanaged_charge(self, facts: PodFacts) -> dict[str, int]:
-        """What a bound pod outside the tree holds: its request, also on its node's flavors."""
-        node = self._cluster_nodes.get(facts.node_name or "")
-        held = dict(facts.request)
-        if node is not None:
-            for flavor in self.flavors.values():
-                if flavor_matches(flavor, node[1]):
-                    for resource, amount in facts.request.items():
-                        held[flavored(resource, flavor.name)] = amount
-        return held
-
     # ------------------------------------------------------------ resolution
 
     def covering(self, namespace: str, tree: str = DEFAULT_TREE) -> list[str]:
@@ -399,130 +347,16 @@ class Engine:
     # ------------------------------------------------------------ pods
 
     def observe_pod(self, facts: PodFacts) -> PodRecord | None:
-        """Take in a pod as the cluster shows it (added or changed).
-
-        A gated pod waits; a pod without the gate is admitted (it was let
-        through, or it was created before quotree or while the webhook was
-        off); a terminal pod is forgotten.
-        """
-        key = facts.key
-        record = self.pods.get(key)
-        if facts.terminal:
-            self.forget_pod(key)
-            return None
-        if record is not None:
-            if record.state is PodState.PENDING and not facts.gated:
-                self.decider.admit(record, "the gate was removed outside quotree")
-            elif (
-                record.state is PodState.PENDING
-                and record.flavor_needed
-                and (
-                    (facts.node_selector, facts.node_affinity)
-                    != (record.facts.node_selector, record.facts.node_affinity)
-                )
-            ):
-                # A gated pod may gain scheduling constraints: the flavors it allows, and so
-                # where it is placed and what it holds, are taken afresh.
-                self.forget_pod(key)
-                return self.observe_pod(facts)
-            if (
-                record.state is PodState.UNMANAGED
-                and facts.node_name
-                and not record.facts.node_name
-            ):
-                record.charged = self._unmanaged_charge(facts)
-                self._add_unmanaged(record.request)  # bound now: it holds capacity
-            record.facts = facts
-            record.placing = None  # its allowed flavors may differ now
-            record.preemptible = facts.preemptible
-            if facts.deleting and record.state is PodState.ADMITTED and not record.evicting:
-                # It is going away: its resources are on their way back.
-                self.ledger.set_evicting(record, True)
-            return record
-        resolution = self.resolve(facts.namespace, facts.labels)
-        quota = resolution.quota
-        if quota is None and (resolution.error is None or not facts.gated):
-            record = PodRecord(facts, None, PodState.UNMANAGED, next(self.ledger.arrivals))
-            self.pods[key] = record
-            self.ledger.by_namespace.setdefault(facts.namespace, set()).add(key)
-            if facts.node_name:
-                record.charged = self._unmanaged_charge(facts)
-                self._add_unmanaged(record.request)
-            return record
-        record = PodRecord(
-            facts, quota, PodState.PENDING, next(self.ledger.arrivals), also=resolution.others
-        )
-        self.pods[key] = record
-        self.ledger.by_namespace.setdefault(facts.namespace, set()).add(key)
-        if quota is None:
-            # Gated, but no quota will take it (its label names a deleted quota, its
-            # namespace became ambiguous): it waits, says why, and is counted.
-            record.reason = f"cannot be charged to a quota: {resolution.error}"
-            self.ledger.unresolved[key] = record
-            self.ledger.unannounced[key] = record.reason
-            return record
-        pods = self.ledger.queue(quota)
-        self._charge_new(record)
-        self.tree_of(quota).add_request(quota, record.request)
-        self.ledger.touched.add(quota)
-        for other in record.also:
-            other_pods = self.ledger.queue(other)
-            self.tree_of(other).add_request(other, record.request_in(other))
-            if facts.gated:
-                other_pods.add_also_pending(record)
-        if facts.gated:
-            pods.enqueue(record)
-            if self.placement.hold_pending(record):
-                return record  # its quotas' holds are synced on its flavors already
-        else:
-            self.decider.admit(record, "running without the gate")
-        self.holds.changed((quota, *record.also), _charged_names(record))
-        return record
+        """Take in a pod as the cluster shows it (added or changed): `PodIntake.observe`."""
+        return self.intake.observe(facts)
 
     def forget_pod(self, key: str) -> PodRecord | None:
         """The pod is gone (deleted, finished, evicted); returns what the engine knew of it."""
-        record = self.pods.pop(key, None)
-        if record is None:
-            return None
-        self.ledger.by_namespace[record.facts.namespace].discard(key)
-        self.ledger.unresolved.pop(key, None)
-        self.ledger.unannounced.pop(key, None)
-        if record.quota is None:
-            if record.state is PodState.UNMANAGED and record.facts.node_name:
-                self._add_unmanaged(record.request, -1)
-            return record
-        pods = self.ledger.quota_pods[record.quota]
-        self.ledger.touched.add(record.quota)
-        tree = self.tree_of(record.quota)
-        tree.add_request(record.quota, record.request, -1)
-        pods.unqueue(record)
-        admitted = pods.remove_admitted(record)
-        if admitted:
-            tree.add_used(record.quota, record.request, -1)
-        for other in record.also:
-            other_pods = self.ledger.quota_pods[other]
-            other_tree = self.tree_of(other)
-            self.ledger.released_in.add(other)
-            other_tree.add_request(other, record.request_in(other), -1)
-            other_pods.remove_also_pending(record)
-            if other_pods.remove_admitted(record):
-                other_tree.add_used(other, record.request_in(other), -1)
-        if admitted and self.forest.several:
-            self.forest.charge_outside(record, -1)
-        if not admitted and self.holds.remove(key):
-            return record  # its quotas' holds are synced on its flavors already
-        self.holds.changed((record.quota, *record.also), _charged_names(record))
-        return record
+        return self.intake.forget(key)
 
     def eviction_refused(self, key: str) -> None:
         """The Eviction API said no (a PodDisruptionBudget): the pod stays; try again later."""
-        record = self.pods.get(key)
-        if record is not None and record.evicting:
-            self.ledger.set_evicting(record, False)
-            if record.quota:
-                self.ledger.quota_pods[record.quota].room = None
-                self.ledger.touched.add(record.quota)
-                self.ledger.released_in.update(record.also)
+        self.intake.eviction_refused(key)
 
     # ------------------------------------------------------------ views
 
@@ -547,11 +381,3 @@ class Engine:
     def pod_records(self) -> Iterable[PodRecord]:
         """Every pod the engine knows (the simulator adds the ones it evicted)."""
         return self.pods.values()
-
-
-def _charged_names(record: PodRecord) -> list[str]:
-    """The resources the pod is charged in any tree."""
-    names = list(record.request)
-    for charged in (record.charged_in or {}).values():
-        names.extend(charged)
-    return names
