@@ -14,7 +14,7 @@ from __future__ import annotations
 from quotree import admission, fit
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
-from quotree.fit import Seat, Short
+from quotree.fit import Rule, Seat
 from quotree.hold import Holds
 from quotree.ledger import Ledger
 from quotree.models import FLAVOR_LABEL
@@ -352,7 +352,7 @@ class Decider:
                 self._admit_fit(name, node, record, out)
                 placed.clear()
                 continue
-            if verdict.short is not Short.QUOTA:
+            if verdict.broken is not Rule.QUOTA:
                 self.reasons.explain(name, node, record, verdict, out)
                 continue
             if record.victims and any(
@@ -372,7 +372,7 @@ class Decider:
                 after = self.seats.check(record, name, here)
                 if after.fits:
                     self._admit_fit(name, node, record, out, " after preemption")
-                elif after.quota == verdict.quota and after.short is Short.QUOTA:
+                elif after.quota == verdict.quota and after.broken is Rule.QUOTA:
                     self.reasons.set(record, admission.waiting_for_victims(record), out)
                 else:
                     self.reasons.explain(name, node, record, after, out)

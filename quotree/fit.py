@@ -25,10 +25,10 @@ from quotree.admission import ancestor_shortfall, non_preemptible_shortfall, sho
 from quotree.pods import PodRecord, QuotaPods
 from quotree.trees import Forest
 
-__all__ = ["FITS", "MISSING", "Seat", "Seats", "Short", "Verdict", "check"]
+__all__ = ["FITS", "MISSING", "Fit", "Rule", "Seat", "Seats", "check"]
 
 
-class Short(Enum):
+class Rule(Enum):
     """Which rule a unit breaks at a quota."""
 
     MISSING = "missing"  # the quota is not in a live tree (deleted, inactive)
@@ -48,44 +48,44 @@ class Seat:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
-    """The check's answer: `short is None` when the unit fits everywhere; else the quota
-    where it does not (`quota`), the rule (`short`), the node short (the quota itself or
-    an ancestor, None when missing) and the amounts by resource."""
+class Fit:
+    """The check's answer: `broken is None` when the unit fits everywhere; else the quota
+    where it does not (`quota`), the rule it breaks there (`broken`), the member short
+    (the quota itself or an ancestor, None when missing) and the amounts by resource."""
 
     quota: str = ""
-    short: Short | None = None
+    broken: Rule | None = None
     node: TreeNode | None = None
     amounts: dict[str, int] = field(default_factory=dict)
 
     @property
     def fits(self) -> bool:
-        return self.short is None
+        return self.broken is None
 
 
 #: The one answer for a unit that fits (no allocation on the common path).
-FITS = Verdict()
+FITS = Fit()
 
 #: Where the check finds a quota that is not in a live tree.
 MISSING = Seat(None, [], None)
 
 
-def check(unit: PodRecord, seats: Iterable[tuple[str, Seat]]) -> Verdict:
+def check(unit: PodRecord, seats: Iterable[tuple[str, Seat]]) -> Fit:
     """The first rule of "Admission" the unit breaks at the quotas of `seats` (in order: its
     first tree's quota first), or `FITS`."""
     for name, where in seats:
         node = where.node
         if node is None or where.pods is None:
-            return Verdict(name, Short.MISSING)
+            return Fit(name, Rule.MISSING)
         short = non_preemptible_shortfall(node, where.pods, unit)
         if short:
-            return Verdict(name, Short.NON_PREEMPTIBLE, node, short)
+            return Fit(name, Rule.NON_PREEMPTIBLE, node, short)
         short = shortfall(node, unit)
         if short:
-            return Verdict(name, Short.QUOTA, node, short)
+            return Fit(name, Rule.QUOTA, node, short)
         blocked = ancestor_shortfall(where.path, node, unit)
         if blocked is not None:
-            return Verdict(name, Short.ANCESTOR, blocked[0], blocked[1])
+            return Fit(name, Rule.ANCESTOR, blocked[0], blocked[1])
     return FITS
 
 
@@ -104,7 +104,7 @@ class Seats:
             return MISSING
         return Seat(node, tree.path_up(node), self._quota_pods[name])
 
-    def check(self, unit: PodRecord, name: str, here: Seat) -> Verdict:
+    def check(self, unit: PodRecord, name: str, here: Seat) -> Fit:
         """`check` for a unit of quota `name` (seated `here`), in every tree that charges it."""
         if not unit.also:
             return check(unit, ((name, here),))

@@ -39,10 +39,10 @@ from enum import Enum
 
 from quotree.accounts import TreeNode
 
-__all__ = ["Verdict", "judge"]
+__all__ = ["Bound", "judge"]
 
 
-class Verdict(Enum):
+class Bound(Enum):
     """What the bound says about one tree, for a pod whose demand would move to a flavor."""
 
     QUOTA_SHORT = "quota"  # cannot fit its quota (runtime, or min for a non-preemptible pod)
@@ -56,12 +56,12 @@ def judge(
     non_preemptible_used: Mapping[str, int] | None,
     charged: Mapping[str, int],
     current: Mapping[str, int],
-) -> Verdict:
+) -> Bound:
     """The bound's verdict for the quota `node` (ancestors `path`, nearest first, ending with
     the root; its runtimes settled) if a pending pod charged `current` were charged `charged`
     instead. `non_preemptible_used`: the quota's, for a non-preemptible pod (None: the pod
     is preemptible)."""
-    verdict = Verdict.MAY_FIT
+    verdict = Bound.MAY_FIT
     for resource in node.resources:
         amount = charged.get(resource, 0)
         if not amount:
@@ -73,12 +73,12 @@ def judge(
             ancestors, runtime, guarantee = _path_bounds(node, path, resource)
         held = None if non_preemptible_used is None else non_preemptible_used.get(resource, 0)
         if held is not None and held + amount > guarantee:
-            return Verdict.QUOTA_SHORT
+            return Bound.QUOTA_SHORT
         if node.used[resource] + amount > runtime:
-            return Verdict.QUOTA_SHORT
+            return Bound.QUOTA_SHORT
         for ancestor, bound in zip(path, ancestors, strict=True):
             if ancestor.used[resource] + amount > bound:
-                verdict = Verdict.ANCESTOR_SHORT
+                verdict = Bound.ANCESTOR_SHORT
                 break
     return verdict
 

@@ -16,7 +16,7 @@ from enum import Enum
 
 from quotree import admission, flavor_fit
 from quotree.accounts import TreeNode
-from quotree.fit import Seat, Short, Verdict
+from quotree.fit import Fit, Rule, Seat
 from quotree.flavor_spec import FlavorConfig
 from quotree.flavors import allowed_flavors, charge
 from quotree.hold import Holds
@@ -37,7 +37,7 @@ class Placed(Enum):
 
 
 #: The admission check of a pending pod of a quota, given the quota's seat.
-Check = Callable[[PodRecord, str, Seat], Verdict]
+Check = Callable[[PodRecord, str, Seat], Fit]
 
 
 class Placement:
@@ -180,9 +180,9 @@ class Placement:
         self._tree_of(name).node(name)  # runtimes settled
         held = None if record.preemptible else self._quota_pods[name].non_preemptible_used
         verdict = flavor_fit.judge(node, path, held, charged, record.request)
-        if verdict is flavor_fit.Verdict.QUOTA_SHORT:
+        if verdict is flavor_fit.Bound.QUOTA_SHORT:
             return True  # neither admitted nor waiting there
-        if verdict is flavor_fit.Verdict.ANCESTOR_SHORT and waits is not None:
+        if verdict is flavor_fit.Bound.ANCESTOR_SHORT and waits is not None:
             return True  # not admitted there, and it already has a wait flavor
         if waits is None:
             return False  # it may be the wait flavor: only the exact numbers say
@@ -195,7 +195,7 @@ class Placement:
             verdict = flavor_fit.judge(
                 other_node, tree.path_up(other_node), held, charged, record.request
             )
-            if verdict is not flavor_fit.Verdict.MAY_FIT:
+            if verdict is not flavor_fit.Bound.MAY_FIT:
                 return True  # not admitted there (another tree), and it waits elsewhere
         return False
 
@@ -261,7 +261,7 @@ class Placement:
                 return Placed.FITS
             # Short at its own quota, or at another tree's (try the next flavor); short only
             # at an ancestor of its own: it may wait here (reclaim makes room).
-            if wait is None and verdict.quota == name and verdict.short is Short.ANCESTOR:
+            if wait is None and verdict.quota == name and verdict.broken is Rule.ANCESTOR:
                 wait = flavor
         placed[same] = wait or allowed[0]
         self.charge_to(record, placed[same])

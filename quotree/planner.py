@@ -22,7 +22,7 @@ from quotree.eviction import (
     reclaim_reason,
     reclaim_victims,
 )
-from quotree.fit import Verdict
+from quotree.fit import Fit
 from quotree.ledger import Ledger
 from quotree.pods import PodRecord, QuotaPods
 
@@ -41,7 +41,7 @@ class EvictionPlanner:
         self.evicted: Callable[[PodRecord, str, str], None] | None = None
 
     def preempt(
-        self, record: PodRecord, verdict: Verdict, lowest: dict[str, int], out: Decisions
+        self, record: PodRecord, verdict: Fit, lowest: dict[str, int], out: Decisions
     ) -> bool:
         """In-quota preemption for a pending pod short at quota `verdict.quota` (in any tree
         that charges it): evict the fewest lower-priority preemptible pods of that quota

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from quotree import admission
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
-from quotree.fit import Short, Verdict
+from quotree.fit import Fit, Rule
 from quotree.pods import PodRecord, QuotaPods
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest
@@ -87,29 +87,29 @@ class Reasons:
             out.pending[record.key] = reason
 
     def explain(
-        self, name: str, node: TreeNode, record: PodRecord, verdict: Verdict, out: Decisions
+        self, name: str, node: TreeNode, record: PodRecord, verdict: Fit, out: Decisions
     ) -> None:
         """Say why a pending pod of quota `name` waits, from the admission check's verdict."""
-        short, amounts = verdict.short, verdict.amounts
+        short, amounts = verdict.broken, verdict.amounts
         if verdict.quota == name:
-            if short is Short.ANCESTOR:
+            if short is Rule.ANCESTOR:
                 assert verdict.node is not None
                 self.waits_for_ancestor(name, node, verdict.node, record, short=amounts, out=out)
             else:
                 self.why(
-                    name, node, record, amounts, out, non_preemptible=short is Short.NON_PREEMPTIBLE
+                    name, node, record, amounts, out, non_preemptible=short is Rule.NON_PREEMPTIBLE
                 )
             return
         # Its quota in another tree (api.md, "Several trees").
         other = verdict.quota
         tree = self._forest.tree_of(other)
-        if short is Short.MISSING or verdict.node is None:
+        if short is Rule.MISSING or verdict.node is None:
             problem = tree.problems.get(other)
             why = problem.message if problem else f"ElasticQuota {other} does not exist"
             self.set(record, f"waiting: {why}", out)
             return
         label = self._forest.label(verdict.node)
-        if short is Short.ANCESTOR:
+        if short is Rule.ANCESTOR:
             self.waiting_on_ancestor.add(name)
             lenders = self.lent(verdict.node, amounts, tree)
             request = record.request_in(other)
@@ -121,7 +121,7 @@ class Reasons:
                 self._quota_pods[other],
                 record,
                 amounts,
-                non_preemptible=short is Short.NON_PREEMPTIBLE,
+                non_preemptible=short is Rule.NON_PREEMPTIBLE,
                 tree=label,
             )
         self.set(record, reason, out)
