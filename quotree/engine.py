@@ -20,6 +20,7 @@ from quotree.cluster import Cluster
 from quotree.decide import Decider
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction
+from quotree.fit import Fit, Rule
 from quotree.flavor_spec import FlavorConfig
 from quotree.hold import Holds
 from quotree.intake import PodIntake
@@ -367,6 +368,18 @@ class Engine:
         covered = namespaces_of(config)
         unresolved = sum(1 for r in self.ledger.unresolved.values() if r.facts.namespace in covered)
         return node_report(tree, self.ledger.quota_pods, name, unresolved=unresolved)
+
+    def admission_check(self, key: str) -> Fit | None:
+        """The admission check of pending pod `key` as the numbers stand (`fit.check`, in
+        every tree): what `kubectl quotree why` explains. None: no pending pod of a quota."""
+        record = self.pods.get(key)
+        if record is None or record.quota is None or record.state is not PodState.PENDING:
+            return None
+        seats = self.decider.seats
+        here = seats.seat(record.quota)
+        if here.node is None:
+            return Fit(record.quota, Rule.MISSING)
+        return seats.check(record, record.quota, here)
 
     def unresolved_pods(self) -> list[PodRecord]:
         """Gated pods no quota will take, each with its reason (counted in the pendingPods

@@ -1,13 +1,15 @@
 """What would let a pending pod in, per resource it is short of (`kubectl quotree why`).
 
-A hand-written reading of the admission fit along the pod's quota and its ancestors, looser
-than the engine's own.
+The engine's admission check (`Engine.admission_check`, the one `fit.check`) says where
+the pod is short (its quota or one of its ancestors, in any tree) and by how much; this
+module turns that into what would change it, along the short quota's ancestors.
 """
 
 from __future__ import annotations
 
 from quotree.accounts import TreeNode
 from quotree.engine import Engine, PodRecord
+from quotree.fit import Rule
 from quotree.quantity import format_quantity, is_unlimited
 
 __all__ = ["let_in", "q"]
@@ -41,29 +43,30 @@ def _borrowers(engine: Engine, top: TreeNode, resource: str, skip: str) -> list[
     return sorted(out)
 
 
-# to be replaced by the engine's single admission check
 def let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
-    """What would let a pending pod in, per resource it is short of."""
-    assert record.quota is not None
-    tree = engine.tree_of(record.quota)
-    node = tree.node(record.quota)
-    if node is None or not node.is_quota:
-        problem = tree.problems.get(record.quota)
-        why = problem.message if problem else f"ElasticQuota {record.quota} does not exist"
+    """What would let a pending pod in, per resource the admission check finds it short of."""
+    verdict = engine.admission_check(record.key)
+    if verdict is None or verdict.fits:
+        return []
+    quota = verdict.quota
+    tree = engine.tree_of(quota)
+    node = tree.node(quota)
+    if verdict.broken is Rule.MISSING or node is None:
+        problem = tree.problems.get(quota)
+        why = problem.message if problem else f"ElasticQuota {quota} does not exist"
         return [f"the quota is not part of the live tree: {why}"]
     lines: list[str] = []
-    request = record.request
+    request = record.request_in(quota)
+    short_of = set(verdict.amounts) if verdict.broken is not Rule.NON_PREEMPTIBLE else None
     for resource in sorted(node.resources):
         amount = request.get(resource, 0)
-        if not amount:
+        if not amount or (short_of is not None and resource not in short_of):
             continue
         used, runtime = node.used[resource], node.runtime[resource]
         short = used + amount - runtime
-        if short <= 0 and record.preemptible:
-            continue
         guarantee, own_min = node.guarantee[resource], node.min[resource]
         lines.append(
-            f"{resource}: {record.quota} uses {q(used, resource)} + request "
+            f"{resource}: {quota} uses {q(used, resource)} + request "
             f"{q(amount, resource)} against a runtime of {q(runtime, resource)}"
             + (f": short by {q(short, resource)}" if short > 0 else "")
         )
@@ -84,7 +87,7 @@ def let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
         if not record.preemptible:
             lines.append(
                 f"  - a non-preemptible pod is admitted only within the min: raise "
-                f"{record.quota}'s min {resource} to at least "
+                f"{quota}'s min {resource} to at least "
                 f"{q(used + amount, resource)} (its min is {q(own_min, resource)})"
             )
             continue
@@ -96,12 +99,19 @@ def let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
                 f"{capped.name}, let this pod in (preview with `kubectl quotree what-if`)"
             )
             continue
-        lines.append(
-            f"  - {q(short, resource)} freed by {record.quota}'s own admitted pods finishing"
-        )
+        if verdict.broken is Rule.ANCESTOR and verdict.node is not None:
+            above = verdict.node
+            lines.append(
+                f"  - {quota} has room, {above.name} does not: "
+                f"{q(verdict.amounts.get(resource, 0), resource)} {resource} held below "
+                f"{above.name} above their runtime comes back by reclaim {reclaim_hint}, "
+                f"or as pods under {above.name} finish"
+            )
+            continue
+        lines.append(f"  - {q(short, resource)} freed by {quota}'s own admitted pods finishing")
         if used + amount <= guarantee:
             lines.append(
-                f"  - it is within {record.quota}'s min ({q(own_min, resource)}): the quota "
+                f"  - it is within {quota}'s min ({q(own_min, resource)}): the quota "
                 f"lent to others comes back by reclaim {reclaim_hint}"
             )
         else:
@@ -112,11 +122,11 @@ def let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
                 f"(preview with `kubectl quotree what-if`)"
             )
         top = _chain(engine, node)[-1]
-        borrowers = _borrowers(engine, top, resource, record.quota)
+        borrowers = _borrowers(engine, top, resource, quota)
         if borrowers:
             lines.append(
                 "  - lent now: "
                 + "; ".join(borrowers)
-                + f" (reclaimed only while {record.quota} is owed its min)"
+                + f" (reclaimed only while {quota} is owed its min)"
             )
     return lines

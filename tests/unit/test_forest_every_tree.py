@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import FlavorConfig
+from quotree_kubectl.let_in import let_in
 from tests.unit.builders import cohort, engine, pod, quota, states
 from tests.unit.objects import quota_config
 
@@ -82,3 +83,19 @@ def test_in_quota_preemption_is_tried_in_the_tree_that_holds_the_pod_back() -> N
     eng.decide(1.0)
     assert states(eng) == {"team-b/low": "preempted", "team-a/urgent": "admitted"}
     assert eng.report("proj-x").used == {"x": 4}
+
+
+def test_kubectl_quotree_why_explains_the_tree_that_holds_the_pod_back() -> None:
+    # team-a has room; proj-x (tree projects) does not: `why` explains proj-x's numbers,
+    # from the engine's own admission check (it explained team-a's, where nothing is short).
+    eng = engine(
+        cohort("org", min=20),
+        quota("team-a", "org", min=10),
+        quota("proj-x", namespace="team-a", max=6, tree="projects"),
+        capacity=20,
+    )
+    eng.observe_pod(pod("team-a", "a-1", 4))
+    eng.observe_pod(pod("team-a", "a-2", 4))
+    eng.decide(0.0)
+    lines = let_in(eng, eng.pods["team-a/a-2"], "(after the delay)")
+    assert lines[0] == "x: proj-x uses 4 + request 4 against a runtime of 6: short by 2"
