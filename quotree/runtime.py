@@ -174,10 +174,6 @@ class QuotaTree:
             self._materialize_path(node)
         return node
 
-    def parent(self, node: TreeNode) -> TreeNode:
-        """The live parent of a live node (the root for a top-level one)."""
-        return self._path_up[node.name][0]
-
     def ancestors(self, node: TreeNode) -> list[TreeNode]:
         """The live node's ancestors below the root, nearest first."""
         return self._path_up[node.name][:-1]
