@@ -107,6 +107,9 @@ class Decider:
     def _admitted(self, out: Decisions, record: PodRecord, message: str) -> None:
         """Report an admission decided here (with the flavor's nodeLabels, if any)."""
         out.admitted.append((record.key, message))
+        assert record.quota is not None
+        out.quotas.add(record.quota)
+        out.quotas.update(record.also)
         if record.flavor is not None:
             flavor = self.flavors.get(record.flavor)
             out.flavors[record.key] = (

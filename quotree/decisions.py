@@ -24,6 +24,9 @@ class Decisions:
     #: pod -> (flavor, its nodeLabels) for admitted pods charged to a flavor: the operator
     #: adds the labels to the pod's nodeSelector in the patch that removes the gate.
     flavors: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    #: The quotas, in every tree, whose used or pods these decisions change (a pod admitted
+    #: or asked to leave): their status is due (the operator's status writer reads it).
+    quotas: set[str] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(self.admitted or self.evictions or self.labels or self.pending)

@@ -13,7 +13,6 @@ clock: time comes in as an argument.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 
 from quotree.cluster import Cluster
@@ -25,7 +24,7 @@ from quotree.flavor_spec import FlavorConfig
 from quotree.hold import Holds
 from quotree.intake import PodIntake
 from quotree.ledger import Ledger
-from quotree.models import DEFAULT_TREE, FLAVOR_LABEL, NodeConfig
+from quotree.models import DEFAULT_TREE, NodeConfig
 from quotree.options import EngineOptions
 from quotree.placement import Placement
 from quotree.podfacts import PodFacts
@@ -150,13 +149,13 @@ class Engine:
             self.coverage.add(config)
         self.ledger.touched.add(config.name)
         self.holds.sync(config.name)  # its min may have changed
-        self._reresolve(namespaces_of(old) | namespaces_of(config))
+        self.intake.reresolve(namespaces_of(old) | namespaces_of(config))
         if (
             config.is_leaf
             and old is not None
             and (old.flavors, old.flavored_resources) != (config.flavors, config.flavored_resources)
         ):
-            self._recharge({config.name})
+            self.intake.recharge({config.name})
 
     # ------------------------------------------------------------ several trees
 
@@ -181,7 +180,7 @@ class Engine:
                 shadowed.append(config)
                 return True
             # The object moves to another tree: its pods are charged anew.
-            moved = self._release_pods_of(name)
+            moved = self.intake.release(name)
             home.remove_config(name, config.kind, config.namespace)
             target.set_config(config)
             self.forest.settle(target, name)
@@ -191,23 +190,11 @@ class Engine:
             self.ledger.touched.add(name)
             for facts in moved:
                 self.observe_pod(facts)
-            self._reresolve(namespaces_of(old) | namespaces_of(config))
+            self.intake.reresolve(namespaces_of(old) | namespaces_of(config))
             return True
         target.set_config(config)
         self.forest.settle(target, name)
         return False
-
-    def _release_pods_of(self, name: str) -> list[PodFacts]:
-        """Forget every pod charged to quota `name`; their facts, to be observed again."""
-        facts = []
-        for record in list(self.pods.values()):
-            if name == record.quota or name in record.also:
-                pod = record.facts
-                if record.state is PodState.ADMITTED and pod.gated:
-                    pod = dataclasses.replace(pod, gated=False)
-                self.forget_pod(record.key)
-                facts.append(pod)
-        return facts
 
     def all_configs(self) -> dict[str, NodeConfig]:
         """Every Cohort and ElasticQuota the engine holds, by name, over all trees."""
@@ -251,31 +238,9 @@ class Engine:
             self.forest.forget(name)
         self.ledger.touched.add(name)
         self.holds.sync(name)  # no min any more (or another object's)
-        self._reresolve(namespaces)
+        self.intake.reresolve(namespaces)
         if shadowed and name not in home.structure:
             self.set_config(shadowed.pop(0))  # the name is free: the next object takes it
-
-    def _reresolve(self, namespaces: set[str]) -> None:
-        """After a quota change, pods of the namespaces it covers (or covered) may move."""
-        for namespace in sorted(namespaces):
-            # In the order they arrived: admitted ones are admitted again in that order, so
-            # which of them is "admitted last" (reclaim's order) does not depend on hashing.
-            keys = sorted(
-                self.ledger.by_namespace.get(namespace, ()), key=lambda k: self.pods[k].arrival
-            )
-            for key in keys:
-                record = self.pods[key]
-                now = self.resolve(record.facts.namespace, record.facts.labels)
-                if now.quota != record.quota or now.others != record.also:
-                    facts = record.facts
-                    if record.state is PodState.ADMITTED and facts.gated:
-                        # Admitted, its gate removal not seen yet: it runs without the gate.
-                        facts = dataclasses.replace(facts, gated=False)
-                    if record.state is PodState.ADMITTED and record.flavor is not None:
-                        labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
-                        facts = dataclasses.replace(facts, labels=labels)
-                    self.forget_pod(key)
-                    self.observe_pod(facts)
 
     def set_cluster_node(
         self,
@@ -301,7 +266,7 @@ class Engine:
 
     def _flavor_changed(self, name: str) -> None:
         self.cluster.recompute()
-        self._recharge(
+        self.intake.recharge(
             {
                 q
                 for tree in self.forest
@@ -309,33 +274,6 @@ class Engine:
                 if cfg.is_leaf and name in cfg.flavors
             }
         )
-
-    def _recharge(self, quotas: set[str]) -> None:
-        """Charge the pods of `quotas` again (their flavors or a flavor they name changed).
-
-        Admitted pods keep their flavor and their place in the in-quota order; pending
-        pods are placed again.
-        """
-        for quota in sorted(quotas):
-            pods = self.ledger.quota_pods.get(quota)
-            if pods is None:
-                continue
-            for key in [k for _, k in pods.pending] + list(pods.admitted):
-                record = self.pods[key]
-                facts = record.facts
-                if record.state is PodState.ADMITTED:
-                    if facts.gated:
-                        facts = dataclasses.replace(facts, gated=False)
-                    if record.flavor is not None:
-                        labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
-                        facts = dataclasses.replace(facts, labels=labels)
-                seq, capacity = record.admitted_seq, record.capacity
-                self.forget_pod(key)
-                again = self.observe_pod(facts)
-                if again is not None and again.state is PodState.ADMITTED:
-                    again.admitted_seq, again.capacity = seq, capacity
-
-    # ------------------------------------------------------------ resolution
 
     def covering(self, namespace: str, tree: str = DEFAULT_TREE) -> list[str]:
         """The ElasticQuotas of `tree` whose namespaces include `namespace`, by name."""
@@ -368,6 +306,15 @@ class Engine:
         covered = namespaces_of(config)
         unresolved = sum(1 for r in self.ledger.unresolved.values() if r.facts.namespace in covered)
         return node_report(tree, self.ledger.quota_pods, name, unresolved=unresolved)
+
+    def take_moved(self) -> set[str] | None:
+        """The tree members whose runtime moved since the last call, over every tree (None:
+        possibly all of them, e.g. after a full recomputation): their status is due."""
+        moved: set[str] | None = set()
+        for tree in self.forest:  # every tree's list is taken, whatever the others say
+            names = tree.take_moved()
+            moved = None if names is None or moved is None else moved | names
+        return moved
 
     def admission_check(self, key: str) -> Fit | None:
         """The admission check of pending pod `key` as the numbers stand (`fit.check`, in

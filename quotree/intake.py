@@ -6,10 +6,14 @@ through here (`Engine.observe_pod`, `Engine.forget_pod`). Taking a pod in means 
 its quotas (api.md, "Pods"), charging it on a flavor when its quota splits its request
 by flavor, counting its demand in every tree, queueing it (gated) or counting it as
 admitted (not gated), and keeping the holds in step; a pod outside every tree that is
-bound to a Node holds capacity instead.
+bound to a Node holds capacity instead. When a quota's configuration moves pods (another
+quota covers their namespace, another flavor list, another tree), their records are taken
+out and in again (`release`, `reresolve`, `recharge`), keeping admitted pods admitted.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from quotree.capacity import flavor_matches
 from quotree.cluster import Cluster
@@ -210,6 +214,68 @@ class PodIntake:
             record.flavor = flavor
             record.charged = self._placement.charge_on(record, config, flavor)
             self._placement.charge_others(record)
+
+    def release(self, name: str) -> list[PodFacts]:
+        """Forget every pod charged to quota `name`; their facts, to be observed again."""
+        facts = []
+        for record in list(self._ledger.pods.values()):
+            if name == record.quota or name in record.also:
+                pod = record.facts
+                if record.state is PodState.ADMITTED and pod.gated:
+                    pod = dataclasses.replace(pod, gated=False)
+                self.forget(record.key)
+                facts.append(pod)
+        return facts
+
+    def reresolve(self, namespaces: set[str]) -> None:
+        """After a quota change, pods of the namespaces it covers (or covered) may move."""
+        for namespace in sorted(namespaces):
+            # In the order they arrived: admitted ones are admitted again in that order, so
+            # which of them is "admitted last" (reclaim's order) does not depend on hashing.
+            keys = sorted(
+                self._ledger.by_namespace.get(namespace, ()),
+                key=lambda k: self._ledger.pods[k].arrival,
+            )
+            for key in keys:
+                record = self._ledger.pods[key]
+                now = self._coverage.resolve(record.facts.namespace, record.facts.labels)
+                if now.quota != record.quota or now.others != record.also:
+                    facts = record.facts
+                    if record.state is PodState.ADMITTED and facts.gated:
+                        # Admitted, its gate removal not seen yet: it runs without the gate.
+                        facts = dataclasses.replace(facts, gated=False)
+                    if record.state is PodState.ADMITTED and record.flavor is not None:
+                        labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
+                        facts = dataclasses.replace(facts, labels=labels)
+                    self.forget(key)
+                    self.observe(facts)
+
+    def recharge(self, quotas: set[str]) -> None:
+        """Charge the pods of `quotas` again (their flavors or a flavor they name changed).
+
+        Admitted pods keep their flavor and their place in the in-quota order; pending
+        pods are placed again.
+        """
+        for quota in sorted(quotas):
+            pods = self._ledger.quota_pods.get(quota)
+            if pods is None:
+                continue
+            for key in [k for _, k in pods.pending] + list(pods.admitted):
+                record = self._ledger.pods[key]
+                facts = record.facts
+                if record.state is PodState.ADMITTED:
+                    if facts.gated:
+                        facts = dataclasses.replace(facts, gated=False)
+                    if record.flavor is not None:
+                        labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
+                        facts = dataclasses.replace(facts, labels=labels)
+                seq, capacity = record.admitted_seq, record.capacity
+                self.forget(key)
+                again = self.observe(facts)
+                if again is not None and again.state is PodState.ADMITTED:
+                    again.admitted_seq, again.capacity = seq, capacity
+
+    # ------------------------------------------------------------ resolution
 
 
 def _charged_names(record: PodRecord) -> list[str]:

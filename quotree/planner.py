@@ -109,6 +109,8 @@ class EvictionPlanner:
         """Ask for the pod's eviction."""
         assert record.quota is not None
         out.evictions.append(Eviction(record.key, record.quota, kind, reason))
+        out.quotas.add(record.quota)
+        out.quotas.update(record.also)
         if self.evicted is not None:
             self.evicted(record, kind, reason)
         else:  # its resources count as on their way back until the pod is gone

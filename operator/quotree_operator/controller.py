@@ -86,18 +86,8 @@ class Controller:
 
     def _decided_on(self, decisions: Decisions) -> None:
         """The quotas whose pods were admitted or are evicted show other numbers now."""
-        dirty, pods = self.inputs.dirty, self.engine.pods
-        for key, _ in decisions.admitted:
-            record = pods.get(key)
-            if record is not None:
-                dirty.add(record.quota)
-                for other in record.also:
-                    dirty.add(other)
-        for eviction in decisions.evictions:
-            dirty.add(eviction.quota)
-            record = pods.get(eviction.pod)
-            for other in record.also if record is not None else ():
-                dirty.add(other)
+        for quota in decisions.quotas:
+            self.inputs.dirty.add(quota)
 
     async def decision_loop(self) -> None:
         """Decide whenever an input changed, and at least every TICK seconds."""

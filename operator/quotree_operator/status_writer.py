@@ -148,12 +148,11 @@ class StatusWriter:
         and at least every STATUS_FULL_EVERY seconds."""
         inputs, engine = self.inputs, self.inputs.engine
         everything, names, keys = inputs.dirty.take()
-        for tree in engine.trees.values():
-            moved = tree.take_moved()
-            if moved is None:
-                everything = True
-            elif not everything:
-                names |= moved
+        moved = engine.take_moved()
+        if moved is None:
+            everything = True
+        elif not everything:
+            names |= moved
         clock = time.monotonic()
         if clock - self._full_at >= STATUS_FULL_EVERY:
             everything = True
