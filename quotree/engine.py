@@ -68,17 +68,17 @@ class Engine:
         self.options = options
         #: The pods and their queues (`ledger.py`); `pods` is its records by key.
         self.ledger = Ledger()
-        self.pods = self.ledger.pods
+        self.pods: Mapping[str, PodRecord] = self.ledger.pods  # read-only for the shells
         #: Every tree by name, and which tree each node is in (`trees.py`).
         self.forest = Forest()
         self.tree = self.forest.default  # the default tree
-        self.trees = self.forest.trees
+        self.trees: Mapping[str, QuotaTree] = self.forest.trees
         #: What pending pods hold on the flavors they do not wait on (`hold.py`).
         self.holds = Holds(self.forest.tree_of, enabled=options.holds)
         #: Which flavor a pending pod is charged to (`placement.py`).
         self.placement = Placement(self.forest.tree_of, self.ledger.quota_pods, self.holds, options)
         #: ResourceFlavors by name (the placement's; changed through `set_flavor`).
-        self.flavors = self.placement.flavors
+        self.flavors: Mapping[str, FlavorConfig] = self.placement.flavors
         #: The decision loop (`decide.py`).
         self.decider = Decider(
             self.ledger,
