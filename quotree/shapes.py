@@ -53,7 +53,9 @@ def show(value: object) -> str:
 
 
 def _at(path: str, key: object) -> str:
-    return f"{path}.{key}" if path else str(key)
+    """The path of field `key` below `path`, on one line whatever the key holds."""
+    name = str(key).replace("\n", "\\n").replace("\r", "\\r")
+    return f"{path}.{name}" if path else name
 
 
 def _wrong(path: str, want: str, value: object) -> str:

@@ -243,3 +243,16 @@ def test_a_document_that_is_not_an_object(
     assert (
         err == f"quotree: error: {path} document 2: expected a Kubernetes object, got ['a', 'b']\n"
     )
+
+
+def test_a_field_name_with_a_line_break_stays_on_the_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by the shape fuzz test: an unknown field called "\n" split the error in two.
+    text = (
+        NODE + "---\n" + 'apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: a, "\\n": 1}\n'
+    )
+    code, out, err = run(capsys, str(write(tmp_path / "in.yaml", text)))
+    assert code == 1
+    assert err.count("\n") == 1
+    assert "metadata.\\n: unknown field" in err
