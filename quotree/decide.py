@@ -141,18 +141,16 @@ class Decider:
         out.pending.update(self.ledger.unannounced)
         self.ledger.unannounced = {}
         evicted = False
-        skipped: set[str] = set()
         if self.options.skip_shrunk_quotas and not self.forest.several:
             # A quota that only lost room can neither admit nor need reclaim unless it is
             # now over its runtime: skip it without building its room (`_only_shrank`).
             # One tree only: with several, another tree's room may hold its pods back.
             grown = self.tree.grown_quotas
-            skipped = {
+            changed = {
                 name
                 for name in changed
-                if name not in grown and name not in touched and self._only_shrank(name)
+                if name in grown or name in touched or not self._only_shrank(name)
             }
-            changed -= skipped
         names = changed | touched | set(self.planner.over_since) | self.reasons.waiting_on_ancestor
         if self.forest.several:
             for tree in self.forest:
@@ -160,21 +158,8 @@ class Decider:
                     names |= tree.settle()
             released, self.ledger.released_in = self.ledger.released_in, set()
             names |= self._waiting_behind(names | released)
-        order = sorted(names)
-        i = 0
-        while i < len(order):
-            name = order[i]
-            i += 1
-            if self._decide_quota(name, now, out, relabel=name in touched):
-                evicted = True
-                if skipped and self.tree.room_grew_since_settle():
-                    # The eviction may have given room (at once, in the simulator) to a quota
-                    # skipped above: it now takes its turn in name order, as it would have
-                    # without the skip (who is admitted first can matter).
-                    back = {s for s in skipped if s > name and not self._only_shrank(s)}
-                    if back:
-                        skipped -= back
-                        order[i:] = sorted({*order[i:], *back})
+        for name in sorted(names):
+            evicted |= self._decide_quota(name, now, out, relabel=name in touched)
         # Placing a pod on a flavor moves its demand, which changes other quotas' runtimes:
         # look at those now (their reclaim clock starts), not one round later. So are the
         # quotas whose pods wait for what a reclaim of this round now takes back.
@@ -216,8 +201,6 @@ class Decider:
         grown = self.tree.grown_quotas
         if any(ancestor.name in grown for ancestor in self.tree.path_up(node)):
             return False  # an ancestor's room may have grown: a waiting pod may fit now
-        if self.tree.gained_room_since_settle(node):
-            return False  # a pod released in this round gave it or an ancestor room
         used, runtime = node.used, node.runtime
         return all(used[r] <= runtime[r] for r in node.resources)
 

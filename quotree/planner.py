@@ -4,13 +4,12 @@ Why a module of its own: two decisions of semantics.md evict pods, in-quota pree
 (for a waiting pod, the fewest lower-priority pods of the quota where it is short, in any
 tree) and reclaim (for a quota that has held more than its runtime for the reclaim
 delay). This part keeps the reclaim clock, picks the victims (`eviction.py`'s rules),
-words the events and asks for the evictions; the decision loop calls it and acts on the
-answer. The simulator carries an eviction out at once through `evicted`.
+words the events and asks for the evictions (the pods' resources count as on their way
+back until the cluster, or the simulator, takes them away); the decision loop calls it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal
 
 from quotree.accounts import TreeNode
@@ -36,9 +35,6 @@ class EvictionPlanner:
         self.ledger = ledger
         self.reclaim_delay = reclaim_delay
         self.over_since: dict[str, float] = {}  # quota -> since when used > runtime
-        #: Called for each eviction asked for (the simulator carries it out at once);
-        #: None: the pod's resources count as on their way back until it is gone.
-        self.evicted: Callable[[PodRecord, str, str], None] | None = None
 
     def preempt(
         self, record: PodRecord, verdict: Fit, lowest: dict[str, int], out: Decisions
@@ -111,7 +107,5 @@ class EvictionPlanner:
         out.evictions.append(Eviction(record.key, record.quota, kind, reason))
         out.quotas.add(record.quota)
         out.quotas.update(record.also)
-        if self.evicted is not None:
-            self.evicted(record, kind, reason)
-        else:  # its resources count as on their way back until the pod is gone
-            self.ledger.set_evicting(record, True)
+        # Its resources count as on their way back until the pod is gone.
+        self.ledger.set_evicting(record, True)

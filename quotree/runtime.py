@@ -243,17 +243,6 @@ class QuotaTree:
         self._grown = set(self.changed_quotas)
         self._moved = None
 
-    def room_grew_since_settle(self) -> bool:
-        """Some pod was released since the last settle() (room grew somewhere)."""
-        return bool(self._grown)
-
-    def gained_room_since_settle(self, node: TreeNode) -> bool:
-        """A pod released since the last settle() gave `node` or an ancestor room."""
-        grown = self._grown
-        return bool(grown) and (
-            node.name in grown or any(a.name in grown for a in self.path_up(node))
-        )
-
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
         self._update()

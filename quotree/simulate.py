@@ -118,20 +118,32 @@ def _checked(origin: str, doc: Mapping[str, Any]) -> str:
 class SimulatedEngine(Engine):
     """The engine with no cluster behind it: evictions take effect at once.
 
-    `decide()` runs to a fixed point (an eviction frees room at once, which may
-    admit or evict more), and the evicted pods are kept for the report.
+    `decide()` decides, carries out the evictions it asked for (the pods are gone, with
+    their room), and decides again, as the operator does with a cluster behind it, until
+    nothing more is evicted; the evicted pods are kept for the report.
     """
 
     def __init__(self, options: EngineOptions | None = None) -> None:
         super().__init__(reclaim_delay=0.0, options=options)
         self.finished: dict[str, PodRecord] = {}  # preempted / reclaimed, for the report
-        self.decider.planner.evicted = self._gone
 
     def decide(self, now: float = 0.0) -> Decisions:
+        """Decide, carry the evictions out, decide again, until nothing is evicted."""
         out = Decisions()
-        while self.decider.decide_round(now, out):
-            pass
-        return out
+        while True:
+            step = self.decider.decide(now)
+            out.admitted += step.admitted
+            out.evictions += step.evictions
+            out.labels.update(step.labels)
+            out.pending.update(step.pending)
+            out.flavors.update(step.flavors)
+            out.quotas |= step.quotas
+            if not step.evictions:
+                return out
+            for eviction in step.evictions:
+                record = self.ledger.pods.get(eviction.pod)
+                if record is not None:
+                    self._gone(record, eviction.kind, eviction.reason)
 
     def _gone(self, record: PodRecord, kind: str, reason: str) -> None:
         # No cluster to wait for: the pod is gone at once, and its room with it.
