@@ -38,7 +38,7 @@ from quotree.resolution import (
 )
 from quotree.rules import Problem
 from quotree.runtime import QuotaTree
-from quotree.status import NodeReport, node_report
+from quotree.status_numbers import NodeReport, node_report
 from quotree.trees import Forest
 
 __all__ = [

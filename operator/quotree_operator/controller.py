@@ -19,11 +19,11 @@ from quotree.engine import Decisions, Engine
 from quotree_operator.actuator import Actuator
 from quotree_operator.api import KubeAPI
 from quotree_operator.config import OperatorConfig
+from quotree_operator.desired_status import StatusMemory
 from quotree_operator.inputs import Inputs, Signals
 from quotree_operator.metrics import METRICS
 from quotree_operator.namespaces import NamespaceLabels
 from quotree_operator.podwatch import PodWatch
-from quotree_operator.status import StatusMemory
 from quotree_operator.status_writer import StatusWriter
 
 __all__ = ["TICK", "Controller"]

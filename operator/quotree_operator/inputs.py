@@ -32,7 +32,7 @@ from quotree.flavor_spec import parse_flavor
 from quotree.models import ADMISSION_GATE, ConfigError, parse_node
 from quotree.podfacts import PodFacts, pod_facts
 from quotree_operator.api import KubeAPI
-from quotree_operator.status import StatusDirty, StatusMemory
+from quotree_operator.desired_status import StatusDirty, StatusMemory
 
 __all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals", "object_key"]
 

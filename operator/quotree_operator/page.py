@@ -20,8 +20,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from quotree.engine import Engine, PodState
 from quotree.quantity import is_unlimited
+from quotree_operator.desired_status import desired, quantities
 from quotree_operator.metrics import METRICS, Metrics
-from quotree_operator.status import desired, quantities
 
 __all__ = ["MAX_PENDING", "PAGE", "metrics_app", "serve", "start", "tree_json"]
 

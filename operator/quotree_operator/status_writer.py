@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quotree_operator.api import KubeAPI
+from quotree_operator.desired_status import Desired, StatusMemory, desired
 from quotree_operator.inputs import Inputs, QuotaObject
 from quotree_operator.kube_errors import KubeError, write_event_retrying
 from quotree_operator.metrics import METRICS
-from quotree_operator.status import Desired, StatusMemory, desired
 
 __all__ = [
     "STATUS_BACKOFF",

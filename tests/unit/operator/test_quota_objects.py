@@ -8,7 +8,7 @@ from typing import Any
 
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
-from quotree_operator.status import desired
+from quotree_operator.desired_status import desired
 from quotree_operator.status_writer import StatusWriter, newly_invalid
 from tests.unit.objects import cohort, quota
 from tests.unit.operator.fake_kube import FakeKube

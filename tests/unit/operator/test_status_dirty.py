@@ -18,8 +18,8 @@ from quotree import ADMISSION_GATE
 from quotree_operator import status_writer as writer_mod
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
+from quotree_operator.desired_status import desired
 from quotree_operator.kube_errors import KubeError
-from quotree_operator.status import desired
 from quotree_operator.status_writer import StatusWriter
 from tests.unit.objects import cohort, node, pod, quota
 from tests.unit.operator.fake_kube import FakeKube

@@ -4,7 +4,7 @@ it there, and when a condition's lastTransitionTime moves (quotree_operator/stat
 from __future__ import annotations
 
 from quotree import Engine, PodFacts
-from quotree_operator.status import Desired, StatusMemory, conditions, desired, status_patch
+from quotree_operator.desired_status import Desired, StatusMemory, conditions, desired, status_patch
 from tests.unit.objects import cohort, engine_with, quota
 
 T0, T1 = "2026-11-22T07:00:00Z", "2026-11-22T08:00:00Z"
