@@ -158,7 +158,8 @@ def test_resolve_refuses_a_name_the_code_does_not_have(name: str, why: str | Non
     if why is None:
         assert answer is None, answer
     else:
-        assert answer is not None and why in answer, answer
+        assert answer is not None
+        assert why in answer, answer
 
 
 def engine_modules() -> set[str]:
