@@ -51,8 +51,10 @@ class Reasons:
         """A reclaim asked for evictions: the lenders are looked at afresh."""
         self._lenders = {}
 
-    def set(self, record: PodRecord, reason: str, out: Decisions) -> None:
-        record.reason_key = None
+    def set(self, record: PodRecord, reason: str, out: Decisions, *, key: object = None) -> None:
+        """The pod's reason is `reason` now (`key`: the numbers it was built from, None when
+        it is not to be kept); it is reported only when its words changed."""
+        record.reason_key = key
         if record.reason != reason:
             record.reason = reason
             out.pending[record.key] = reason
@@ -81,10 +83,7 @@ class Reasons:
             non_preemptible=non_preemptible,
             tree=self._forest.label(node) if self._forest.several else None,
         )
-        record.reason_key = key
-        if record.reason != reason:
-            record.reason = reason
-            out.pending[record.key] = reason
+        self.set(record, reason, out, key=key)
 
     def explain(
         self, name: str, node: TreeNode, record: PodRecord, verdict: Fit, out: Decisions
@@ -159,10 +158,7 @@ class Reasons:
                 lenders,
                 tree=self._forest.label(node) if self._forest.several else None,
             )
-            record.reason_key = key
-            if record.reason != reason:
-                record.reason = reason
-                out.pending[record.key] = reason
+            self.set(record, reason, out, key=key)
 
     def lent(
         self, ancestor: TreeNode, short: Mapping[str, int], tree: QuotaTree
