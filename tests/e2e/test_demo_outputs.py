@@ -111,7 +111,8 @@ def _others() -> list[str]:
 def _remove_demo() -> None:
     kubectl = cluster_mod.kubectl
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        kubectl("delete", kind, "quotree.io", "--ignore-not-found", check=False)
+        # make run's (a local operator's) and an installed operator's
+        kubectl("delete", kind, "local.quotree.io", "quotree.io", "--ignore-not-found", check=False)
     kubectl("delete", "namespace", *DEMO_NAMESPACES, "--ignore-not-found", check=False)
     kubectl("delete", "cohort", *DEMO_COHORTS, "--ignore-not-found", check=False)
 
