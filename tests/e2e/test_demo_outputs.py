@@ -1,8 +1,8 @@
 """`make run` and the cluster commands the docs show, run for real and compared with the docs.
 
 `make run` runs as a newcomer runs it (KUBECONFIG unset: `hack/cluster.sh up` finds the
-session's control plane up), with webhook and metrics ports and a certificate folder of
-its own. Once the demo has settled, `kubectl
+session's control plane up; not inside another make, even under `make test`), with webhook
+and metrics ports and a certificate folder of its own. Once the demo has settled, `kubectl
 quotree tree`, `kubectl quotree what-if examples/what-if/platform-borrows.yaml` and
 `kubectl apply -f examples/what-if/nightly-too-big.yaml` run through the real kubectl
 (which finds the plugin in .venv/bin on PATH); then Ctrl-C (SIGINT to make's process
@@ -176,6 +176,9 @@ def demo(cluster: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Itera
     )
     env = dict(os.environ)
     env.pop("KUBECONFIG", None)  # as on a newcomer's shell: make run finds the control plane
+    # Nor inside another make (`make test`): a nested make calls itself make[1] on Ctrl-C.
+    for variable in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+        env.pop(variable, None)
     env.update(
         {
             "QUOTREE_WEBHOOK_PORT": str(free_port()),
