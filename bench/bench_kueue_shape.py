@@ -42,7 +42,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from bench_operator import Api, _session  # noqa: E402
 
 from tests.e2e import cluster  # noqa: E402
-from tests.e2e.operator_proc import start_operator  # noqa: E402
+from tests.e2e.operator_proc import delete_webhook_configurations, start_operator  # noqa: E402
 
 GATE = "quotree.io/admission"
 QUOTAS, COHORTS, IN_FLIGHT = 100, 10, 32
@@ -246,8 +246,7 @@ async def main() -> None:
                     await _clean(api, letter, tag)
     finally:
         op.stop()
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            cluster.kubectl("delete", kind, "quotree.io", "--ignore-not-found", check=False)
+        delete_webhook_configurations()
         for c in range(COHORTS):
             cluster.kubectl("delete", "cohort", f"kq-c{c}", "--wait=false", check=False)
         for ns in _namespaces("q") + _namespaces("b"):

@@ -70,7 +70,11 @@ import aiohttp  # noqa: E402
 from bench_operator import GATE, Api, _rss_mb, _session  # noqa: E402
 
 from tests.e2e import cluster  # noqa: E402
-from tests.e2e.operator_proc import OperatorProcess, start_operator  # noqa: E402
+from tests.e2e.operator_proc import (  # noqa: E402
+    OperatorProcess,
+    delete_webhook_configurations,
+    start_operator,
+)
 
 NAMESPACES = 100
 IN_FLIGHT = 64
@@ -209,8 +213,7 @@ def operator(name: str) -> OperatorProcess:
 
 def stop(op: OperatorProcess) -> None:
     op.stop()
-    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        cluster.kubectl("delete", kind, "quotree.io", "--ignore-not-found")
+    delete_webhook_configurations()
 
 
 def metrics() -> dict[str, float]:

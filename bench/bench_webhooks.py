@@ -39,7 +39,7 @@ from kubernetes_asyncio import client, config  # noqa: E402
 from quotree import Engine, parse_node  # noqa: E402
 from quotree_webhooks import decisions, tls  # noqa: E402
 from tests.e2e import cluster  # noqa: E402
-from tests.e2e.operator_proc import start_operator  # noqa: E402
+from tests.e2e.operator_proc import delete_webhook_configurations, start_operator  # noqa: E402
 
 NOOP_MODULE = """
 import kopf
@@ -314,8 +314,7 @@ webhooks:
             "quotree-bench-minimal-noop",
             "--ignore-not-found",
         )
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            kubectl("delete", kind, "quotree.io", "--ignore-not-found")
+        delete_webhook_configurations()
         for _, ns in BURST_SIDES:
             kubectl("delete", "namespace", ns, "--wait=false")
 
@@ -432,8 +431,7 @@ webhooks:
         kubectl(
             "delete", "mutatingwebhookconfiguration", "quotree-bench-noop", "--ignore-not-found"
         )
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            kubectl("delete", kind, "quotree.io", "--ignore-not-found")
+        delete_webhook_configurations()
         for ns in ("bench-quota", "bench-noop"):
             kubectl("delete", "namespace", ns, "--wait=false")
 

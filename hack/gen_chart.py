@@ -28,6 +28,7 @@ SOURCES = (
     "access/namespace.yaml",
     "access/rbac.yaml",
     "service.yaml",
+    "metrics-service.yaml",
     "deployment.yaml",
     "pdb.yaml",
     "webhooks.yaml",

@@ -38,7 +38,10 @@ echo ">>> installing the CRDs"
 "${KC[@]}" wait --for condition=established --timeout=60s \
   crd/cohorts.quotree.io crd/elasticquotas.quotree.io >/dev/null
 NS="${QUOTREE_NAMESPACE:-quotree-system}"
-"${KC[@]}" create namespace "${NS}" --dry-run=client -o yaml | "${KC[@]}" apply --server-side -f - >/dev/null
+# Created only when missing, with the last-applied annotation that `kubectl apply -k
+# manifests/access` (below, and when installing) expects: no warning either way.
+"${KC[@]}" get namespace "${NS}" >/dev/null 2>&1 \
+  || "${KC[@]}" create namespace "${NS}" --save-config >/dev/null
 
 OPERATOR_KUBECONFIG="${KUBECONFIG:-}"
 if [[ "${QUOTREE_RUN_AS:-serviceaccount}" != "admin" ]]; then

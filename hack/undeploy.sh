@@ -10,7 +10,7 @@
 #     patch that tests the gate is still at that index, then removes it; other gates stay),
 #     until none is left;
 #  4. remove the quotree.io/managed label from namespaces (nothing selects by it any more);
-#  5. delete the rest of manifests/ (Service, PDB, RBAC, namespace) except the CRDs: the
+#  5. delete the rest of manifests/ (Services, PDB, RBAC, namespace) except the CRDs: the
 #     Cohorts and ElasticQuotas stay until you `kubectl delete -f crds/` (docs/deploy.md).
 set -euo pipefail
 
@@ -74,6 +74,6 @@ say "removing the quotree.io/managed label from namespaces"
 say "deleting the rest of manifests/ (the CRDs and quota objects stay)"
 M="${ROOT}/manifests"
 "${KC[@]}" delete --ignore-not-found --wait=false -f "${M}/webhooks.yaml" -f "${M}/pdb.yaml" \
-  -f "${M}/service.yaml" -f "${M}/deployment.yaml" >/dev/null
+  -f "${M}/service.yaml" -f "${M}/metrics-service.yaml" -f "${M}/deployment.yaml" >/dev/null
 "${KC[@]}" delete --ignore-not-found --wait=false -k "${M}/access" >/dev/null
 say "done; the CRDs stay (kubectl delete -f crds/ deletes them with every Cohort and ElasticQuota)"

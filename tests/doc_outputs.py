@@ -12,9 +12,10 @@ names the command in a marker comment:
 - `output:` commands run without a cluster (`quotree ...`, the venv's console script):
   tests/unit/test_docs_outputs.py runs each one and compares, and `make docs`
   (`python -m tests.doc_outputs`) rewrites the blocks from the real output.
-- `output (e2e):` commands need the local control plane with `make run`'s demo:
-  tests/e2e/test_demo_outputs.py produces them and compares (with the tokens that change
-  from run to run normalised, see there); `QUOTREE_UPDATE_DOCS=1` makes it rewrite them.
+- `output (e2e):` commands need the local control plane: tests/e2e/test_demo_outputs.py
+  (`make run`'s demo) and tests/e2e/test_startup_failures.py (the missing CRDs' line)
+  produce them and compare (with the tokens that change from run to run normalised, see
+  there); `QUOTREE_UPDATE_DOCS=1` makes them rewrite them (E2E_UPDATE is the command).
 
 A block whose first line is `$ COMMAND` shows the command as typed; the output starts on
 the next line. Lines are compared and written without trailing spaces.
@@ -38,6 +39,11 @@ MARKER = re.compile(r"^<!-- output(?P<e2e> \(e2e\))?: (?P<command>.+?) -->$")
 FENCE = "```"
 #: Offline commands run with a fixed terminal width, so argparse's help wraps the same way.
 COLUMNS = "100"
+#: Rewrites the `output (e2e):` blocks (the control plane up, or started by the tests).
+E2E_UPDATE = (
+    "QUOTREE_UPDATE_DOCS=1 .venv/bin/pytest -q tests/e2e/test_demo_outputs.py "
+    'tests/e2e/test_startup_failures.py -k "demo or missing_crds"'
+)
 
 
 def doc_files() -> list[Path]:
@@ -191,10 +197,7 @@ def main() -> int:
     print(f"{len(blocks)} output blocks checked, {len(changed)} rewritten")
     e2e = [b.where() for b in all_blocks() if b.e2e]
     if e2e:
-        print(
-            f"{len(e2e)} blocks need the local control plane: "
-            "QUOTREE_UPDATE_DOCS=1 .venv/bin/pytest -q tests/e2e/test_demo_outputs.py"
-        )
+        print(f"{len(e2e)} blocks need the local control plane: {E2E_UPDATE}")
     return 0
 
 

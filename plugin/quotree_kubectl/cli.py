@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from quotree.cli import package_version
-from quotree.models import QUOTA_LABEL, ConfigError
+from quotree.models import ConfigError
 from quotree.podfacts import pod_facts
 from quotree.quantity import add_amounts, format_quantity
 from quotree.report import BAR_COLUMNS, legend, render_tree, tree_width
@@ -180,7 +180,8 @@ def _bar_width(output: str, report: Mapping[str, Any]) -> int:
 
 def table_report(state: ClusterState, report: Mapping[str, Any]) -> dict[str, Any]:
     """`tree_report`'s report as the table shows it: with what unmanaged pods hold (bound,
-    running pods quotree does not manage) and quantities in the units they were written in."""
+    running pods that are not in its pods: quotree does not manage them) and quantities in
+    the units they were written in."""
     held: dict[str, int] = {}
     for pod in state.pods:
         try:
@@ -188,7 +189,7 @@ def table_report(state: ClusterState, report: Mapping[str, Any]) -> dict[str, An
         except (ConfigError, ValueError, TypeError, AttributeError):
             continue  # not ours to judge: the table is about the tree
         bound = facts.node_name and facts.phase not in ("Succeeded", "Failed")
-        if bound and not facts.gated and QUOTA_LABEL not in facts.labels:
+        if bound and not facts.gated and facts.key not in report["pods"]:
             add_amounts(held, facts.request)
     units = Units()
     for obj in (*state.nodes, *state.flavors, *state.cohorts, *state.quotas, *state.pods):

@@ -1,6 +1,13 @@
 """`kubectl quotree tree`: the tree from the CRDs' status (what the operator wrote), in the
 report shape of `quotree simulate -o json`, so `quotree.report.render_tree` draws it; and
 the operator's latest word on each pending pod (its `Pending` Events). Pure.
+
+Which pods are quotree's: each pod's quota is worked out from its namespace and labels the
+way the engine does (`quotree.resolution`, over the live ElasticQuotas), not read from the
+`quotree.io/quota-name` label alone: a pod created gated before the operator knew its
+quota is admitted without that label, and is charged all the same. The plugin does not
+know the operator's default quota: a pod only it covers counts when it carries the label
+(the webhook sets it) or the gate.
 """
 
 from __future__ import annotations
@@ -9,11 +16,19 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from quotree.capacity import node_allocatable
-from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, DEFAULT_TREE, QUOTA_LABEL
+from quotree.models import (
+    ADMISSION_GATE,
+    CAPACITY_LABEL,
+    DEFAULT_TREE,
+    QUOTA_LABEL,
+    ConfigError,
+    parse_node,
+)
 from quotree.quantity import QuantityError, add_amounts, format_quantity, parse_quantity
+from quotree.resolution import Coverage, never_gated
 from quotree_kubectl.cluster import ClusterState
 
-__all__ = ["pending_reasons", "tree_report"]
+__all__ = ["pending_reasons", "pod_quotas", "tree_report"]
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -39,6 +54,26 @@ def _condition_false(status: Mapping[str, Any]) -> str | None:
 def _key(obj: Mapping[str, Any]) -> str:
     metadata = obj.get("metadata") or {}
     return f"{metadata.get('namespace')}/{metadata.get('name')}"
+
+
+def pod_quotas(state: ClusterState) -> dict[str, str]:
+    """pod key -> the quota it is charged to, for every live pod that has one (see the
+    module docstring); terminal pods included, pods quotree leaves alone not."""
+    coverage = Coverage(never_gated(), None)
+    for obj in state.quotas:
+        try:
+            coverage.add(parse_node(obj))
+        except ConfigError:
+            continue  # an invalid quota covers nothing (its status says why)
+    out: dict[str, str] = {}
+    for pod in state.pods:
+        metadata = pod.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        quota = coverage.resolve(str(metadata.get("namespace")), labels).quota
+        quota = quota or labels.get(QUOTA_LABEL)
+        if quota:
+            out[_key(pod)] = str(quota)
+    return out
 
 
 def pending_reasons(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -88,6 +123,7 @@ def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, An
             "valid": problem is None,
             "problem": problem,
         }
+    quotas = pod_quotas(state)
     pods: dict[str, Any] = {}
     for pod in sorted(state.pods, key=lambda p: str(p["metadata"].get("creationTimestamp"))):
         labels = pod["metadata"].get("labels") or {}
@@ -97,11 +133,11 @@ def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, An
         )
         if (pod.get("status") or {}).get("phase") in TERMINAL:
             continue
-        if QUOTA_LABEL not in labels and not gated:
-            continue  # not quotree's
         key = _key(pod)
+        if key not in quotas and not gated:
+            continue  # not quotree's
         pods[key] = {
-            "quota": labels.get(QUOTA_LABEL),
+            "quota": quotas.get(key),
             "state": "pending" if gated else "admitted",
             "capacity": None if gated else labels.get(CAPACITY_LABEL),
             "reason": reasons.get(key, "waiting for the operator") if gated else "",

@@ -11,6 +11,11 @@ API (shared by the operator and webhook e2e tests):
   Lease lives there).
 - ``OperatorProcess.stop()`` (SIGINT, then SIGKILL after a grace period), ``.kill()``
   (SIGKILL at once, for restart tests), ``.log_tail(n)``, ``.log_text()``, ``.alive``.
+- ``delete_webhook_configurations()`` deletes what such an operator leaves behind when it
+  stops: its Mutating- and ValidatingWebhookConfiguration (a local operator's, named
+  ``LOCAL_WEBHOOK_CONFIGURATION``), which would otherwise hold up pods while no operator
+  answers. For scripts that start operators outside pytest (the benchmarks); the e2e
+  modules' own clean-up is in conftest.py.
 """
 
 from __future__ import annotations
@@ -22,11 +27,16 @@ import sys
 import time
 from pathlib import Path
 
+from quotree_webhooks.configurations import LOCAL_CONFIGURATION_NAME
 from tests.e2e import cluster
 
 READY_LINE = "acquired the leader lease"
 KOPF = Path(sys.executable).with_name("kopf")
 DEFAULT_NAMESPACE = "quotree-system"
+#: The name of both webhook configurations an operator started here writes (its webhooks
+#: are at a URL, not behind a Service).
+LOCAL_WEBHOOK_CONFIGURATION = LOCAL_CONFIGURATION_NAME
+WEBHOOK_CONFIGURATION_KINDS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
 
 
 class OperatorProcess:
@@ -128,3 +138,9 @@ def wait_gone(operator: OperatorProcess, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while operator.alive and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+def delete_webhook_configurations() -> None:
+    """Delete the webhook configurations a local operator wrote (see module docstring)."""
+    for kind in WEBHOOK_CONFIGURATION_KINDS:
+        cluster.kubectl("delete", kind, LOCAL_WEBHOOK_CONFIGURATION, "--ignore-not-found")

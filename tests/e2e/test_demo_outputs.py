@@ -1,13 +1,14 @@
 """`make run` and the cluster commands the docs show, run for real and compared with the docs.
 
 `make run` runs as a newcomer runs it (KUBECONFIG unset: `hack/cluster.sh up` finds the
-session's control plane up), with webhook and metrics ports and a certificate folder of
-its own. Once the demo has settled, `kubectl quotree tree`, `kubectl quotree what-if
-examples/what-if/platform-borrows.yaml` and `kubectl apply -f
-examples/what-if/nightly-too-big.yaml` run through the real kubectl (which finds the plugin
-in .venv/bin on PATH); then Ctrl-C (SIGINT to make's process group) ends `make run`, and
-its whole transcript is compared with docs/operator.md. tests/doc_outputs.py finds the
-blocks by their markers; `QUOTREE_UPDATE_DOCS=1` rewrites them instead of comparing.
+session's control plane up; not inside another make, even under `make test`), with webhook
+and metrics ports and a certificate folder of its own. Once the demo has settled, `kubectl
+quotree tree`, `kubectl quotree what-if examples/what-if/platform-borrows.yaml` and
+`kubectl apply -f examples/what-if/nightly-too-big.yaml` run through the real kubectl
+(which finds the plugin in .venv/bin on PATH); then Ctrl-C (SIGINT to make's process
+group) ends `make run`, and its whole transcript is compared with docs/operator.md.
+tests/doc_outputs.py finds the blocks by their markers; `QUOTREE_UPDATE_DOCS=1` rewrites
+them instead of comparing.
 
 What differs from run to run is normalised:
 - written to the docs as the defaults: this session's run directory and cache
@@ -19,7 +20,8 @@ What differs from run to run is normalised:
 
 The demo's tables list every Cohort and ElasticQuota of the cluster and its capacity
 less the pods no quota manages: the module first waits until other modules' quota objects
-and pods are gone.
+and pods are gone, and deletes the namespace quotree-system, which a newcomer's cluster
+does not have either (make run creates it).
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ def _others() -> list[str]:
 def _remove_demo() -> None:
     kubectl = cluster_mod.kubectl
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        kubectl("delete", kind, "quotree.io", "--ignore-not-found", check=False)
+        # make run's (a local operator's) and an installed operator's
+        kubectl("delete", kind, "local.quotree.io", "quotree.io", "--ignore-not-found", check=False)
     kubectl("delete", "namespace", *DEMO_NAMESPACES, "--ignore-not-found", check=False)
     kubectl("delete", "cohort", *DEMO_COHORTS, "--ignore-not-found", check=False)
 
@@ -163,6 +166,8 @@ def demo(cluster: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Itera
     # The session's CRDs were applied server-side (conftest); on a newcomer's cluster they
     # come from an earlier `make run`'s kubectl apply, which a second one finds as it left them.
     cluster.kubectl("apply", "-f", str(REPO / "crds"))
+    # Nor has it the operator's namespace yet (other modules' operators made it their way).
+    cluster.kubectl("delete", "namespace", "quotree-system", "--ignore-not-found", timeout=180)
     cluster.wait_until(
         lambda: not _others(),
         180,
@@ -171,6 +176,9 @@ def demo(cluster: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Itera
     )
     env = dict(os.environ)
     env.pop("KUBECONFIG", None)  # as on a newcomer's shell: make run finds the control plane
+    # Nor inside another make (`make test`): a nested make calls itself make[1] on Ctrl-C.
+    for variable in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+        env.pop(variable, None)
     env.update(
         {
             "QUOTREE_WEBHOOK_PORT": str(free_port()),

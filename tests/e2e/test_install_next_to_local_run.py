@@ -18,6 +18,7 @@ from tests.e2e.operator_proc import start_operator
 
 WEBHOOKS_READY = "configurations quotree.io written"
 KINDS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+NAMESPACE = "quotree-system"
 
 
 def _client_config(cluster: ModuleType, kind: str, name: str) -> dict[str, object]:
@@ -27,8 +28,11 @@ def _client_config(cluster: ModuleType, kind: str, name: str) -> dict[str, objec
 
 
 def undeploy(cluster: ModuleType) -> subprocess.CompletedProcess[str]:
+    """`make undeploy`; once it succeeded, waits until the namespace quotree-system is gone
+    (undeploy deletes it without waiting; the next module's operator needs it back, and a
+    namespace being deleted takes no new objects)."""
     env = {**os.environ, "PATH": f"{cluster.KUBECTL.parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(
+    done = subprocess.run(
         [str(REPO_ROOT / "hack" / "undeploy.sh")],
         env=env,
         capture_output=True,
@@ -36,6 +40,13 @@ def undeploy(cluster: ModuleType) -> subprocess.CompletedProcess[str]:
         check=False,
         timeout=300,
     )
+    if done.returncode == 0:
+        cluster.wait_until(
+            lambda: cluster.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0,
+            120,
+            f"the namespace {NAMESPACE} to be gone",
+        )
+    return done
 
 
 def test_kubectl_apply_k_after_a_local_run(cluster: ModuleType) -> None:

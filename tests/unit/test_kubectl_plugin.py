@@ -10,12 +10,12 @@ import yaml
 
 from quotree.report import render_tree, usage_bar
 from quotree.simulate import render_table, simulate, to_json
-from quotree_kubectl.cli import main
+from quotree_kubectl.cli import main, table_report
 from quotree_kubectl.cluster import PluginError, live_documents
 from quotree_kubectl.tree_view import pending_reasons, tree_report
 from quotree_kubectl.what_if import render_what_if, what_if
 from quotree_kubectl.why import why
-from tests.unit.live_objects import cluster_node, live_cluster
+from tests.unit.live_objects import cluster_node, live_cluster, quota_pod
 
 
 def _docs(text: str) -> list[tuple[str, dict[str, Any]]]:
@@ -44,6 +44,30 @@ def test_tree_shows_the_status_the_operator_wrote() -> None:
     assert "   ├─ team-a (eq)" in text
     assert "ns-a/a-2" in text
     assert "the operator's words" in text
+
+
+def test_pods_without_the_quota_label_count_by_the_quota_of_their_namespace() -> None:
+    """A pod created gated before the operator knew its quota is admitted without the
+    quota-name label: it is the quota's all the same (in the counts, not unmanaged)."""
+    state = live_cluster()
+    state.pods += [
+        quota_pod("ns-b", "b-2", "1", gated=False, created="2026-01-01T00:00:03Z"),
+        quota_pod("ns-a", "a-3", "1", gated=True, created="2026-01-01T00:00:04Z"),
+        quota_pod("elsewhere", "x", "1", gated=False, created="2026-01-01T00:00:05Z"),
+    ]
+    report = tree_report(state, {})
+    assert report["pods"]["ns-b/b-2"] == {
+        "quota": "team-b",
+        "state": "admitted",
+        "capacity": None,
+        "reason": "",
+    }
+    assert report["pods"]["ns-a/a-3"]["quota"] == "team-a"
+    assert "elsewhere/x" not in report["pods"]  # no quota covers its namespace
+    assert "kube-system/dns" not in report["pods"]
+    lines = render_tree(table_report(state, report)).splitlines()
+    assert lines[0] == "cluster (capacity: cpu 7; unmanaged pods hold cpu 1 of 8 allocatable)"
+    assert "pods: 3 admitted, 2 pending" in lines
 
 
 def test_the_plugin_and_simulate_draw_with_the_same_renderer() -> None:

@@ -51,3 +51,26 @@ def test_webhooks_trust_the_deployments_service_account_and_service() -> None:
             conditions = " ".join(c["expression"] for c in webhook.get("matchConditions", ()))
             if webhook["name"].startswith("pods-validate"):
                 assert f"'{username}'" in conditions
+
+
+def _kustomization_resources() -> list[str]:
+    return list(yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["resources"])
+
+
+def test_apply_k_installs_every_object_file_of_manifests() -> None:
+    """`kubectl apply -k manifests/` creates every object the top directory holds (the
+    metrics Service the docs and the ServiceMonitor name among them)."""
+    files = {p.name for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml"}
+    missing = files - set(_kustomization_resources())
+    assert not missing, f"manifests/kustomization.yaml does not list {sorted(missing)}"
+    (service,) = _docs("metrics-service.yaml")
+    assert service["metadata"]["name"] == "quotree-metrics"
+
+
+def test_undeploy_deletes_every_file_it_installs_but_the_crds() -> None:
+    script = (ROOT / "hack" / "undeploy.sh").read_text()
+    for resource in _kustomization_resources():
+        if resource == "../crds":
+            continue
+        flag = "-k" if (MANIFESTS / resource).is_dir() else "-f"
+        assert f'{flag} "${{M}}/{resource}"' in script, f"make undeploy leaves {resource}"
