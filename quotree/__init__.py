@@ -6,9 +6,9 @@ Pure: no Kubernetes client, no network, no clock. See docs/design.md for the map
 from quotree.engine import Decisions, Engine, Eviction, PodState, Resolution
 from quotree.models import (
     ADMISSION_GATE,
-    CAPACITY_LABEL,
     PREEMPTIBLE_LABEL,
     QUOTA_LABEL,
+    STANDING_LABEL,
     CohortSpec,
     ConfigError,
     ElasticQuotaSpec,
@@ -22,9 +22,9 @@ from quotree.runtime import QuotaTree
 
 __all__ = [
     "ADMISSION_GATE",
-    "CAPACITY_LABEL",
     "PREEMPTIBLE_LABEL",
     "QUOTA_LABEL",
+    "STANDING_LABEL",
     "UNLIMITED",
     "CohortSpec",
     "ConfigError",

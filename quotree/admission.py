@@ -2,7 +2,7 @@
 
 Why a module of its own: the semantics' "Admission" and "In-quota and
 over-quota pods" are small rules whose text users read (Pending events,
-`Admitted` events, the capacity label). The engine asks these pure
+`Admitted` events, the in-quota / over-quota label). The engine asks these pure
 functions; the messages are built here and nowhere else.
 """
 
@@ -21,7 +21,6 @@ __all__ = [
     "IN_QUOTA",
     "OVER_QUOTA",
     "Room",
-    "capacity_labels",
     "fit_message",
     "in_quota_order",
     "may_fit",
@@ -30,6 +29,7 @@ __all__ = [
     "room",
     "room_grew",
     "shortfall",
+    "standings",
     "waiting_for_victims",
     "why_not",
 ]
@@ -284,7 +284,7 @@ def in_quota_order(record: PodRecord) -> tuple[int, int]:
     return (-record.facts.priority, record.admitted_seq)
 
 
-def capacity_labels(node: TreeNode, pods: QuotaPods) -> list[tuple[PodRecord, str]]:
+def standings(node: TreeNode, pods: QuotaPods) -> list[tuple[PodRecord, str]]:
     """in-quota / over-quota for every admitted pod: by priority, then admission, within min."""
     running: dict[str, int] = dict.fromkeys(node.resources, 0)
     within = True

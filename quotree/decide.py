@@ -236,9 +236,9 @@ class Decider:
         admitted_before = len(pods.admitted)
         evicted |= self._admit_pending(name, node, pods, out)
         if relabel or evicted or admitted_before != len(pods.admitted):
-            for record, label in admission.capacity_labels(node, pods):
-                if record.capacity != label and record.quota == name:  # its first tree's
-                    record.capacity = label
+            for record, label in admission.standings(node, pods):
+                if record.standing != label and record.quota == name:  # its first tree's
+                    record.standing = label
                     out.labels[record.key] = label
         return evicted
 

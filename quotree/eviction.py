@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from quotree.accounts import TreeNode
-from quotree.admission import IN_QUOTA, OVER_QUOTA, capacity_labels, in_quota_order
+from quotree.admission import IN_QUOTA, OVER_QUOTA, in_quota_order, standings
 from quotree.pods import PodRecord, QuotaPods, least_important_first
 from quotree.quantity import format_quantity
 
@@ -117,7 +117,7 @@ def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) ->
     in-quota one; then the victims not needed are given back, most important first,
     except that an over-quota victim is never given back while an in-quota one goes.
     """
-    labels = {record.key: label for record, label in capacity_labels(node, pods)}
+    labels = {record.key: label for record, label in standings(node, pods)}
     candidates = [
         r
         for r in pods.admitted.values()

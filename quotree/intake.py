@@ -269,11 +269,11 @@ class PodIntake:
                     if record.flavor is not None:
                         labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
                         facts = dataclasses.replace(facts, labels=labels)
-                seq, capacity = record.admitted_seq, record.capacity
+                seq, standing = record.admitted_seq, record.standing
                 self.forget(key)
                 again = self.observe(facts)
                 if again is not None and again.state is PodState.ADMITTED:
-                    again.admitted_seq, again.capacity = seq, capacity
+                    again.admitted_seq, again.standing = seq, standing
 
     # ------------------------------------------------------------ resolution
 

@@ -22,7 +22,6 @@ from quotree.spec_errors import one_line, validation_message
 
 __all__ = [
     "ADMISSION_GATE",
-    "CAPACITY_LABEL",
     "DEFAULT_TREE",
     "DNS_SUBDOMAIN",
     "FLAVOR_LABEL",
@@ -33,6 +32,7 @@ __all__ = [
     "PREEMPTIBLE_LABEL",
     "QUOTA_LABEL",
     "RESOURCE_NAME",
+    "STANDING_LABEL",
     "VERSION",
     "CohortSpec",
     "ConfigError",
@@ -50,7 +50,7 @@ GROUP = "quotree.io"
 VERSION = "v1alpha1"
 QUOTA_LABEL = "quotree.io/quota-name"
 PREEMPTIBLE_LABEL = "quotree.io/preemptible"
-CAPACITY_LABEL = "quotree.io/capacity"
+STANDING_LABEL = "quotree.io/capacity"
 ADMISSION_GATE = "quotree.io/admission"
 #: The tree of a Cohort or ElasticQuota that sets no `spec.tree` (api.md, "Several trees").
 DEFAULT_TREE = "default"

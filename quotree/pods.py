@@ -49,7 +49,7 @@ class PodRecord:
     arrival: int
     admitted_seq: int = 0
     evicting: bool = False
-    capacity: str | None = None  # the in-quota / over-quota label
+    standing: str | None = None  # in-quota or over-quota (the label STANDING_LABEL), when admitted
     reason: str = ""
     victims: frozenset[str] = frozenset()  # pods being evicted so that this one fits
     reason_key: object = None  # the numbers behind `reason`: it is formatted only when they change

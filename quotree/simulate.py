@@ -275,7 +275,7 @@ def _pod_entry(record: PodRecord, engine: Engine | None = None) -> dict[str, Any
     entry: dict[str, Any] = {
         "quota": record.quota,
         "state": str(state),
-        "capacity": record.capacity if state is PodState.ADMITTED else None,
+        "capacity": record.standing if state is PodState.ADMITTED else None,
         "reason": record.reason,
     }
     if record.flavor is not None:

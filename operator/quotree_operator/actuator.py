@@ -1,7 +1,7 @@
 """Engine decisions out: the pod writes that make one `Engine.decide()` result real.
 
 `Actuator.carry_out` starts, without waiting for them, the admissions (gate removal plus
-capacity label), evictions, labels and Events of one set of decisions, each within its own
+standing label), evictions, labels and Events of one set of decisions, each within its own
 concurrency budget, so status writes and Events never queue admissions behind them. It
 takes no decision itself: a write the API refuses goes back to the engine as an input
 (the pod waits again, or the eviction is tried again later).
@@ -105,7 +105,7 @@ class Actuator:
     async def _admit(
         self,
         key: str,
-        capacity: str | None,
+        standing: str | None,
         message: str,
         flavor: tuple[str, dict[str, str]] | None = None,
     ) -> None:
@@ -129,7 +129,7 @@ class Actuator:
                 name,
                 handle.gates,
                 handle.has_labels,
-                capacity,
+                standing,
                 flavor=flavor,
                 has_node_selector=handle.has_node_selector,
             )
@@ -152,7 +152,7 @@ class Actuator:
             # Still in `admitting` until the watch shows the gate gone (inputs.py).
             self.inputs.signals.admissions += 1
             handle.gates = tuple(g for g in handle.gates if g != ADMISSION_GATE)
-            handle.has_labels = handle.has_labels or capacity is not None or flavor is not None
+            handle.has_labels = handle.has_labels or standing is not None or flavor is not None
             handle.has_node_selector = handle.has_node_selector or bool(flavor and flavor[1])
             await self._admitted(key, message)
             return
@@ -161,8 +161,8 @@ class Actuator:
             logger.warning("admit %s: its gates keep changing; the pod goes back to pending", key)
             self.inputs.release(key)
             return
-        if capacity is not None:
-            await self._label(key, capacity)
+        if standing is not None:
+            await self._label(key, standing)
 
     async def _admitted(self, key: str, message: str) -> None:
         """The pod's gate is gone: count it, and tell it (within the event budget)."""
@@ -264,11 +264,11 @@ class Actuator:
         METRICS.evicted(eviction.quota, eviction.kind)
         await self._event(eviction.pod, eviction.kind, eviction.reason, warning=True)
 
-    async def _label(self, key: str, capacity: str) -> None:
+    async def _label(self, key: str, standing: str) -> None:
         namespace, name = _split(key)
         try:
             await self._retrying(
-                f"label {key}", lambda: self.kube.label_pod(namespace, name, capacity)
+                f"label {key}", lambda: self.kube.label_pod(namespace, name, standing)
             )
         except KubeError as exc:
             logger.warning("%s", exc)

@@ -37,7 +37,7 @@ class KubeAPI(Protocol):
         name: str,
         gates: Sequence[str],
         has_labels: bool,
-        capacity: str | None,
+        standing: str | None,
         *,
         flavor: tuple[str, Mapping[str, str]] | None = None,
         has_node_selector: bool = False,
@@ -45,7 +45,7 @@ class KubeAPI(Protocol):
 
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
 
-    async def label_pod(self, namespace: str, name: str, capacity: str) -> None: ...
+    async def label_pod(self, namespace: str, name: str, standing: str) -> None: ...
 
     async def label_namespace(self, name: str, label: str, value: str | None) -> None: ...
 

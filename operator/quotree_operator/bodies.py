@@ -1,7 +1,7 @@
 """What the operator sends to the API for a pod, as plain dicts (pure, no I/O).
 
 Kept apart from client.py, which only knows how to send: these bodies are where the
-operator's choices about the API show (a `test` op guards the gate removal, the capacity
+operator's choices about the API show (a `test` op guards the gate removal, the standing
 label goes in the same patch, Events carry our component), and they are tested without a
 client (tests/unit/operator/test_bodies.py).
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from quotree.models import ADMISSION_GATE, CAPACITY_LABEL, FLAVOR_LABEL, GROUP, VERSION
+from quotree.models import ADMISSION_GATE, FLAVOR_LABEL, GROUP, STANDING_LABEL, VERSION
 
 __all__ = ["COMPONENT", "admission_patch", "eviction", "object_event", "pod_event"]
 
@@ -29,12 +29,12 @@ def _escape(key: str) -> str:
 def admission_patch(
     gates: Sequence[str],
     has_labels: bool,
-    capacity: str | None,
+    standing: str | None,
     flavor: tuple[str, Mapping[str, str]] | None = None,
     *,
     has_node_selector: bool = False,
 ) -> list[dict[str, Any]]:
-    """The JSON patch that removes our scheduling gate and sets the capacity label at once.
+    """The JSON patch that removes our scheduling gate and sets the standing label at once.
 
     `gates` are the pod's gate names as last seen; the `test` op makes the patch fail (422)
     instead of removing someone else's gate if the list has changed since. `flavor` (its
@@ -56,8 +56,8 @@ def admission_patch(
                     {"op": "add", "path": f"/spec/nodeSelector/{_escape(key)}", "value": value}
                 )
     labels = {}
-    if capacity is not None:
-        labels[CAPACITY_LABEL] = capacity
+    if standing is not None:
+        labels[STANDING_LABEL] = standing
     if flavor is not None:
         labels[FLAVOR_LABEL] = flavor[0]
     if labels and not has_labels:

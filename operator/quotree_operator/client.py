@@ -25,7 +25,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from quotree.models import CAPACITY_LABEL, GROUP, VERSION
+from quotree.models import GROUP, STANDING_LABEL, VERSION
 from quotree_operator import bodies
 from quotree_operator.connection import open_api
 from quotree_operator.kube_errors import KubeError
@@ -223,18 +223,18 @@ class Kube:
         name: str,
         gates: Sequence[str],
         has_labels: bool,
-        capacity: str | None,
+        standing: str | None,
         *,
         flavor: tuple[str, Mapping[str, str]] | None = None,
         has_node_selector: bool = False,
     ) -> None:
-        """Remove our scheduling gate (keeping any others) and set the capacity label, at once
+        """Remove our scheduling gate (keeping any others) and set the standing label, at once
         (and the flavor's nodeSelector and label: bodies.admission_patch).
 
         A 422 means `gates` (the pod's gate names as last seen) changed since: see bodies.py.
         """
         ops = bodies.admission_patch(
-            gates, has_labels, capacity, flavor, has_node_selector=has_node_selector
+            gates, has_labels, standing, flavor, has_node_selector=has_node_selector
         )
         await self.discard(
             f"Pod {namespace}/{name}: remove gate",
@@ -250,8 +250,8 @@ class Kube:
         )
         return data
 
-    async def label_pod(self, namespace: str, name: str, capacity: str) -> None:
-        body = {"metadata": {"labels": {CAPACITY_LABEL: capacity}}}
+    async def label_pod(self, namespace: str, name: str, standing: str) -> None:
+        body = {"metadata": {"labels": {STANDING_LABEL: standing}}}
         await self.discard(
             f"Pod {namespace}/{name}: label",
             self.core.patch_namespaced_pod(

@@ -18,9 +18,9 @@ from typing import Any
 from quotree.capacity import node_allocatable
 from quotree.models import (
     ADMISSION_GATE,
-    CAPACITY_LABEL,
     DEFAULT_TREE,
     QUOTA_LABEL,
+    STANDING_LABEL,
     ConfigError,
     parse_node,
 )
@@ -139,7 +139,7 @@ def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, An
         pods[key] = {
             "quota": quotas.get(key),
             "state": "pending" if gated else "admitted",
-            "capacity": None if gated else labels.get(CAPACITY_LABEL),
+            "capacity": None if gated else labels.get(STANDING_LABEL),
             "reason": reasons.get(key, "waiting for the operator") if gated else "",
         }
     return {

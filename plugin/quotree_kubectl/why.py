@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from quotree.capacity import node_allocatable
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import parse_flavor
-from quotree.models import CAPACITY_LABEL, ConfigError, parse_node
+from quotree.models import STANDING_LABEL, ConfigError, parse_node
 from quotree.podfacts import pod_facts
 from quotree_kubectl.cluster import ClusterState, PluginError
 from quotree_kubectl.let_in import let_in, q
@@ -86,7 +86,7 @@ def why(state: ClusterState, namespace: str, name: str, reasons: Mapping[str, st
     priority = f", priority {facts.priority}" if facts.priority else ""
     lines.append(f"  request: {request}{priority}")
     if not facts.gated:
-        label = (pod["metadata"].get("labels") or {}).get(CAPACITY_LABEL)
+        label = (pod["metadata"].get("labels") or {}).get(STANDING_LABEL)
         lines.append(f"  state:   admitted{f' ({label})' if label else ''}: it does not wait")
         return "\n".join(lines)
     said = reasons.get(key)

@@ -194,7 +194,7 @@ def test_reclaim_never_evicts_non_preemptible_pods() -> None:
 def test_in_quota_and_over_quota_labels() -> None:
     eng = engine(quota("a", min=4), capacity=100)
     arrive(eng, pod("a", "p1", 2, priority=1), pod("a", "p2", 2), pod("a", "p3", 2))
-    labels = {r.key: r.capacity for r in eng.pods.values()}
+    labels = {r.key: r.standing for r in eng.pods.values()}
     assert labels == {"a/p1": "in-quota", "a/p2": "in-quota", "a/p3": "over-quota"}
     # A more important pod arrives: it takes its place within min, p2 moves over.
     eng.observe_pod(pod("a", "vip", 2, priority=9))
@@ -287,8 +287,8 @@ def test_reclaim_takes_the_latest_admitted_not_the_newest_created() -> None:
     # x was created after y but admitted before it: x is in-quota, y over-quota.
     eng = engine(quota("a", min=1, max=10), quota("b", min=9, max=10), capacity=10)
     arrive(eng, pod("a", "x", 1, created=2), pod("a", "y", 1, created=1))
-    assert {eng.pods[k].capacity for k in ("a/x", "a/y")} == {"in-quota", "over-quota"}
-    assert eng.pods["a/x"].capacity == "in-quota"
+    assert {eng.pods[k].standing for k in ("a/x", "a/y")} == {"in-quota", "over-quota"}
+    assert eng.pods["a/x"].standing == "in-quota"
     arrive(eng, pod("b", "b", 9))
     assert states(eng) == {"a/x": "admitted", "a/y": "reclaimed", "b/b": "admitted"}
 
@@ -301,7 +301,7 @@ def test_reclaim_never_spares_an_over_quota_pod_while_an_in_quota_one_goes() -> 
         pod("a", "np", 1, priority=3, preemptible=False),  # over-quota, never evicted
         pod("a", "small", 1, priority=0),  # over-quota
     )
-    assert [eng.pods[f"a/{n}"].capacity for n in ("big", "np", "small")] == [
+    assert [eng.pods[f"a/{n}"].standing for n in ("big", "np", "small")] == [
         "in-quota",
         "over-quota",
         "over-quota",

@@ -76,7 +76,7 @@ def _burst(lazy: bool) -> tuple[list[object], Engine]:
                 out.pending,
             )
         )
-    log.append(sorted((r.key, r.state, r.reason, r.capacity) for r in eng.pod_records()))
+    log.append(sorted((r.key, r.state, r.reason, r.standing) for r in eng.pod_records()))
     eng.tree.settle()
     log.append({(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources})
     return log, eng

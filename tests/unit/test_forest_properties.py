@@ -188,8 +188,8 @@ def test_a_tree_that_limits_nothing_changes_nothing(forest: Forest) -> None:
     assert all(r.also == ("pall",) for r in both.pods.values() if r.quota)
     for eng in (both, org):
         eng.refresh_reasons()  # reasons with the final numbers, as `quotree simulate` shows
-    assert {r.key: (r.state, r.reason, r.capacity) for r in both.pod_records()} == {
-        r.key: (r.state, r.reason, r.capacity) for r in org.pod_records()
+    assert {r.key: (r.state, r.reason, r.standing) for r in both.pod_records()} == {
+        r.key: (r.state, r.reason, r.standing) for r in org.pod_records()
     }
 
 

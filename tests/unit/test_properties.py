@@ -240,7 +240,7 @@ class LabelWatch(SimulatedEngine):
         self.broken: list[tuple[str, str]] = []
 
     def _gone(self, record: PodRecord, kind: str, reason: str) -> None:
-        if kind == "Reclaimed" and record.capacity == IN_QUOTA and record.quota:
+        if kind == "Reclaimed" and record.standing == IN_QUOTA and record.quota:
             node = self.tree.node(record.quota)
             assert node is not None
             pods = self.ledger.quota_pods[record.quota]
@@ -248,7 +248,7 @@ class LabelWatch(SimulatedEngine):
             for other in pods.admitted.values():
                 if (
                     other is not record
-                    and other.capacity == OVER_QUOTA
+                    and other.standing == OVER_QUOTA
                     and other.preemptible
                     and not other.evicting
                     and any(other.request.get(r, 0) > 0 for r in over)
@@ -581,7 +581,7 @@ def _decision_log(eng: Engine, scenario: Scenario, stream: list[tuple[str, int]]
                 decisions.pending,
             )
         )
-    log.append(sorted((r.key, r.state, r.reason, r.capacity) for r in eng.pod_records()))
+    log.append(sorted((r.key, r.state, r.reason, r.standing) for r in eng.pod_records()))
     return log
 
 

@@ -16,8 +16,8 @@ from typing import Any, Protocol, cast
 
 from quotree import (
     ADMISSION_GATE,
-    CAPACITY_LABEL,
     QUOTA_LABEL,
+    STANDING_LABEL,
     ConfigError,
     Engine,
     NodeConfig,
@@ -238,8 +238,8 @@ def review_pod_create(
         key = quota_label(tree)
         if labels.get(key) != quota:
             changes[key] = quota
-    if CAPACITY_LABEL in labels:
-        changes[CAPACITY_LABEL] = None  # the operator's to set, once the pod is admitted
+    if STANDING_LABEL in labels:
+        changes[STANDING_LABEL] = None  # the operator's to set, once the pod is admitted
     spec = _mapping(pod.get("spec"))
     raw_gates = spec.get("schedulingGates")
     existing = [dict(g) for g in raw_gates if isinstance(g, Mapping)] if raw_gates else []

@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from quotree import ADMISSION_GATE
-from quotree.models import CAPACITY_LABEL
+from quotree.models import STANDING_LABEL
 from quotree_operator.api import KubeAPI
 from quotree_operator.kube_errors import KubeError
 from quotree_webhooks.settings import WebhookApi
@@ -74,7 +74,7 @@ class FakeKube:
         # What was asked for, in order.
         self.admits: list[tuple[str, tuple[str, ...], Any]] = []  # (pod, gates sent, flavor)
         self.reads = 0  # read_pod calls
-        self.pod_labels: list[tuple[str, str]] = []  # (namespace/name, capacity)
+        self.pod_labels: list[tuple[str, str]] = []  # (namespace/name, standing)
         self.namespace_labels: list[tuple[str, str, str | None]] = []  # (namespace, label, value)
         self.evictions: list[str] = []  # namespace/name
         self.pod_events: list[PodEvent] = []
@@ -132,7 +132,7 @@ class FakeKube:
         name: str,
         gates: Sequence[str],
         has_labels: bool,
-        capacity: str | None,
+        standing: str | None,
         *,
         flavor: tuple[str, Mapping[str, str]] | None = None,
         has_node_selector: bool = False,
@@ -147,8 +147,8 @@ class FakeKube:
         if current != tuple(gates):
             raise KubeError(422, f"Pod {namespace}/{name}: remove gate: 422 test failed")
         spec["schedulingGates"] = [{"name": g} for g in current if g != ADMISSION_GATE]
-        if capacity is not None:
-            body["metadata"].setdefault("labels", {})[CAPACITY_LABEL] = capacity
+        if standing is not None:
+            body["metadata"].setdefault("labels", {})[STANDING_LABEL] = standing
 
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
         self.reads += 1
@@ -158,9 +158,9 @@ class FakeKube:
             raise KubeError(404, f"Pod {namespace}/{name}: read: 404 not found")
         return body
 
-    async def label_pod(self, namespace: str, name: str, capacity: str) -> None:
+    async def label_pod(self, namespace: str, name: str, standing: str) -> None:
         self._answer("label_pod")
-        self.pod_labels.append((f"{namespace}/{name}", capacity))
+        self.pod_labels.append((f"{namespace}/{name}", standing))
 
     async def label_namespace(self, name: str, label: str, value: str | None) -> None:
         self._answer("label_namespace")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from quotree import ADMISSION_GATE, CAPACITY_LABEL
+from quotree import ADMISSION_GATE, STANDING_LABEL
 from quotree_operator import bodies
 
 
 def test_admission_removes_only_our_gate_guarded_by_a_test_op() -> None:
-    ops = bodies.admission_patch(("other", ADMISSION_GATE), has_labels=True, capacity=None)
+    ops = bodies.admission_patch(("other", ADMISSION_GATE), has_labels=True, standing=None)
     assert ops == [
         {"op": "test", "path": "/spec/schedulingGates/1/name", "value": ADMISSION_GATE},
         {"op": "remove", "path": "/spec/schedulingGates/1"},
@@ -17,13 +17,13 @@ def test_admission_removes_only_our_gate_guarded_by_a_test_op() -> None:
 
 
 def test_admission_sets_the_capacity_label_in_the_same_patch() -> None:
-    escaped = CAPACITY_LABEL.replace("/", "~1")
-    with_labels = bodies.admission_patch((ADMISSION_GATE,), has_labels=True, capacity="in-quota")
+    escaped = STANDING_LABEL.replace("/", "~1")
+    with_labels = bodies.admission_patch((ADMISSION_GATE,), has_labels=True, standing="in-quota")
     assert with_labels[2:] == [
         {"op": "add", "path": f"/metadata/labels/{escaped}", "value": "in-quota"}
     ]
     # a pod without any label needs the map first, or the add fails
-    without = bodies.admission_patch((ADMISSION_GATE,), has_labels=False, capacity="over-quota")
+    without = bodies.admission_patch((ADMISSION_GATE,), has_labels=False, standing="over-quota")
     assert without[2] == {"op": "add", "path": "/metadata/labels", "value": {}}
     assert without[3]["path"] == f"/metadata/labels/{escaped}"
 
@@ -31,7 +31,7 @@ def test_admission_sets_the_capacity_label_in_the_same_patch() -> None:
 def test_admission_on_a_flavor_adds_its_node_labels_and_the_flavor_label() -> None:
     flavor = ("a100", {"nvidia.com/gpu.product": "A100"})
     ops = bodies.admission_patch(
-        (ADMISSION_GATE,), has_labels=False, capacity="in-quota", flavor=flavor
+        (ADMISSION_GATE,), has_labels=False, standing="in-quota", flavor=flavor
     )
     assert ops[2:] == [
         {"op": "add", "path": "/spec/nodeSelector", "value": {"nvidia.com/gpu.product": "A100"}},
@@ -41,7 +41,7 @@ def test_admission_on_a_flavor_adds_its_node_labels_and_the_flavor_label() -> No
     ]
     # A pod with a nodeSelector of its own keeps it: the flavor's labels are added to it.
     kept = bodies.admission_patch(
-        (ADMISSION_GATE,), has_labels=True, capacity=None, flavor=flavor, has_node_selector=True
+        (ADMISSION_GATE,), has_labels=True, standing=None, flavor=flavor, has_node_selector=True
     )
     assert kept[2:] == [
         {"op": "add", "path": "/spec/nodeSelector/nvidia.com~1gpu.product", "value": "A100"},

@@ -16,7 +16,7 @@ import kopf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quotree import ADMISSION_GATE, CAPACITY_LABEL, QUOTA_LABEL, Engine
+from quotree import ADMISSION_GATE, QUOTA_LABEL, STANDING_LABEL, Engine
 from quotree_webhooks import fastpath, handlers
 from tests.unit.objects import cohort, engine_with, quota
 from tests.unit.webhooks.test_webhooks import SETTINGS, memo_for
@@ -65,7 +65,7 @@ def fast_result(engine: Engine, obj: dict[str, Any]) -> tuple[Any, Any]:
 label_sets = st.one_of(
     st.none(),
     st.dictionaries(
-        st.sampled_from([QUOTA_LABEL, CAPACITY_LABEL, "app", "a/b~c"]),
+        st.sampled_from([QUOTA_LABEL, STANDING_LABEL, "app", "a/b~c"]),
         st.sampled_from(["team-a", "team-b", "ops", "nobody", "in-quota", "x"]),
         max_size=3,
     ),

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quotree import ADMISSION_GATE, CAPACITY_LABEL, QUOTA_LABEL, Engine, PodFacts, parse_node
+from quotree import ADMISSION_GATE, QUOTA_LABEL, STANDING_LABEL, Engine, PodFacts, parse_node
 from quotree.resolution import never_gated
 from quotree_webhooks import configurations, decisions, handlers
 from quotree_webhooks.settings import WebhookSettings, WebhookState
@@ -192,9 +192,9 @@ def test_pod_gate_appended_to_existing_gates(tree: Engine) -> None:
 
 
 def test_pod_user_capacity_label_removed(tree: Engine) -> None:
-    obj = pod("team-a", labels={CAPACITY_LABEL: "in-quota", QUOTA_LABEL: "team-a"})
+    obj = pod("team-a", labels={STANDING_LABEL: "in-quota", QUOTA_LABEL: "team-a"})
     mutation = decisions.review_pod_create(tree, obj, "team-a")
-    assert mutation.labels == {CAPACITY_LABEL: None}
+    assert mutation.labels == {STANDING_LABEL: None}
 
 
 def test_pod_bound_at_creation_labelled_not_gated(tree: Engine) -> None:
