@@ -353,8 +353,8 @@ class Decider:
                 placed.clear()
                 # Victims still count as used until they are gone, unless the eviction
                 # took effect at once (the simulator): then the pod may fit now, by the
-                # runtimes and guarantee their departure left (`node()` settles them).
-                self.tree_of(verdict.quota).node(verdict.quota)
+                # runtimes and guarantee their departure left.
+                self.tree_of(verdict.quota).refresh()
                 after = self.seats.check(record, name, here)
                 if after.fits:
                     self._admit_fit(name, node, record, out, " after preemption")

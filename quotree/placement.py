@@ -177,7 +177,7 @@ class Placement:
         flavor in every tree), it could neither be admitted there nor wait there
         (`waits`: the wait flavor found so far), by `flavor_fit.judge`'s bound: then its
         demand need not move there to look."""
-        self._tree_of(name).node(name)  # runtimes settled
+        self._tree_of(name).refresh()  # runtimes settled
         held = None if record.preemptible else self._quota_pods[name].non_preemptible_used
         verdict = flavor_fit.judge(node, path, held, charged, record.request)
         if verdict is flavor_fit.Bound.QUOTA_SHORT:
@@ -237,7 +237,7 @@ class Placement:
             # either. On the wait flavor it may (its own demand adds runtime): the decider's
             # usual checks say, on that flavor.
             self.charge_to(record, earlier)
-            self._tree_of(name).node(name)  # runtimes settled (a hold may have moved)
+            self._tree_of(name).refresh()  # runtimes settled (a hold may have moved)
             return Placed.WAITS
         wait: str | None = None
         for flavor in allowed:
@@ -255,7 +255,7 @@ class Placement:
                     if wait is not None and not admission.may_fit(node, path, charged):
                         continue
             self.charge_to(record, flavor)
-            self._tree_of(name).node(name)  # runtimes follow the moved demand
+            self._tree_of(name).refresh()  # runtimes follow the moved demand
             verdict = check(record, name, here)
             if verdict.fits:
                 return Placed.FITS
@@ -265,7 +265,7 @@ class Placement:
                 wait = flavor
         placed[same] = wait or allowed[0]
         self.charge_to(record, placed[same])
-        self._tree_of(name).node(name)
+        self._tree_of(name).refresh()
         return Placed.WAITS
 
     def nowhere(self, name: str, config: NodeConfig) -> str:

@@ -167,7 +167,9 @@ class QuotaTree:
     # ------------------------------------------------------------ queries
 
     def node(self, name: str) -> TreeNode | None:
-        """The live tree node called `name`, or None when it is missing or inactive."""
+        """The live tree node called `name`, or None when it is missing or inactive, its
+        runtimes brought up to date first (`refresh()`: for readers outside the engine, which
+        calls `refresh()` itself where it means to settle)."""
         self._update()
         node = self._nodes.get(name)
         if node is not None and self._deferred_at:
@@ -273,6 +275,11 @@ class QuotaTree:
             self._subtrees.materialize_below(self.root)
         moved, self._moved = self._moved, set()
         return moved
+
+    def refresh(self) -> None:
+        """Bring runtimes up to date with every change since the last settle, without taking
+        the quotas whose runtime changed (`settle()` takes them, for the next decision)."""
+        self._update()
 
     def _update(self) -> None:
         # Queries (node(), reports) update runtimes too, but leave `changed_quotas` for the
