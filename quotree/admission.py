@@ -285,16 +285,20 @@ def in_quota_order(record: PodRecord) -> tuple[int, int]:
 
 
 def standings(node: TreeNode, pods: QuotaPods) -> list[tuple[PodRecord, str]]:
-    """in-quota / over-quota for every admitted pod: by priority, then admission, within min."""
+    """in-quota / over-quota for every admitted pod (semantics.md): by priority, then
+    admission, the pods' requests add up; a pod is in-quota while the running sum is within
+    the quota's guarantee (its min, after scaling) in every resource the pod requests."""
     running: dict[str, int] = dict.fromkeys(node.resources, 0)
-    within = True
+    guarantee = node.guarantee
     labels = []
     for record in sorted(pods.admitted.values(), key=in_quota_order):
-        if within:
-            request = record.request_in(pods.name)
-            for resource in node.resources:
-                running[resource] += request.get(resource, 0)
-                if running[resource] > node.min[resource]:
+        request = record.request_in(pods.name)
+        within = True
+        for resource in node.resources:
+            amount = request.get(resource, 0)
+            if amount:
+                running[resource] += amount
+                if running[resource] > guarantee[resource]:
                     within = False
         labels.append((record, IN_QUOTA if within else OVER_QUOTA))
     return labels

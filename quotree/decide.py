@@ -5,7 +5,7 @@ what the cluster shows; `Decider` is the loop that takes the decisions of the
 semantics on them ("Admission", "In-quota preemption", "Reclaim", "In-quota and
 over-quota pods"): it orders the quotas and their waiting pods and asks the parts it is
 built from: the admission check (`fit`), flavor placement (`placement`), the reasons
-(`reasons`), and `eviction` for the victims. `decide(now)` returns what the cluster
+(`reasons`) and the eviction planner (`planner`). `decide(now)` returns what the cluster
 should be made to look like; time comes in as an argument.
 """
 

@@ -106,15 +106,16 @@ def cover(
 
 
 def reclaim_order(record: PodRecord) -> tuple[int, int]:
-    """Reclaim takes pods in the reverse of the in-quota order: lowest priority, latest admitted."""
+    """Among pods of one standing, reclaim takes the lowest priority, then the latest admitted
+    (the reverse of the in-quota order)."""
     return (record.facts.priority, -record.admitted_seq)
 
 
 def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) -> list[PodRecord]:
     """Admitted preemptible pods to evict so that the quota gets back within its runtime.
 
-    Taken in `reclaim_order`, so every over-quota pod that helps goes before any
-    in-quota one; then the victims not needed are given back, most important first,
+    Over-quota pods first, then in-quota ones (semantics.md, "Reclaim"), each in
+    `reclaim_order`; then the victims not needed are given back, most important first,
     except that an over-quota victim is never given back while an in-quota one goes.
     """
     labels = {record.key: label for record, label in standings(node, pods)}
@@ -125,7 +126,7 @@ def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) ->
         and not r.evicting
         and any(r.request_in(pods.name).get(res, 0) > 0 for res in over)
     ]
-    candidates.sort(key=reclaim_order)
+    candidates.sort(key=lambda r: (labels[r.key] != OVER_QUOTA, *reclaim_order(r)))
 
     def may_give_back(victim: PodRecord, chosen: list[PodRecord]) -> bool:
         if labels[victim.key] == IN_QUOTA:
