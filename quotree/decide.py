@@ -52,7 +52,6 @@ class Decider:
         self.flavors = placement.flavors
         self.holds = holds
         self.options = options
-        self.reclaim_delay = reclaim_delay
         #: Which pods to evict, and asking for it (`planner.py`).
         self.planner = EvictionPlanner(ledger, reclaim_delay)
         # Quotas whose waiting pods' reasons a reclaim of this round changed ("being evicted"):
@@ -63,7 +62,7 @@ class Decider:
         #: The quotas as the admission check sees them (`fit.py`).
         self.seats = fit.Seats(forest, ledger.quota_pods)
         #: Why pending pods wait (`reasons.py`).
-        self.reasons = Reasons(forest, ledger.quota_pods, self.planner.over_since, reclaim_delay)
+        self.reasons = Reasons(forest, ledger.quota_pods, self.planner)
 
     # ------------------------------------------------------------ records
 

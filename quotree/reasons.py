@@ -16,6 +16,7 @@ from quotree import admission
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
 from quotree.fit import Fit, Rule
+from quotree.planner import EvictionPlanner
 from quotree.pods import PodRecord, QuotaPods
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest
@@ -30,13 +31,11 @@ class Reasons:
         self,
         forest: Forest,
         quota_pods: Mapping[str, QuotaPods],
-        over_since: Mapping[str, float],
-        reclaim_delay: float,
+        planner: EvictionPlanner,
     ) -> None:
         self._forest = forest
         self._quota_pods = quota_pods
-        self._over_since = over_since  # quota -> since when used > runtime (the decider's)
-        self._reclaim_delay = reclaim_delay
+        self._planner = planner  # the reclaim clock: since when, and the delay
         #: Quotas with pods that wait for lent quota (at an ancestor, in any tree).
         self.waiting_on_ancestor: set[str] = set()
         self._lenders: dict[TreeNode, list[admission.Lender]] = {}  # per ancestor, this round
@@ -175,8 +174,9 @@ class Reasons:
                     if excess <= 0:
                         continue
                     if excess > evicting.get(resource, 0):
-                        since = self._over_since.get(quota.name, self.now)
-                        seconds: float | None = since + self._reclaim_delay - self.now
+                        since = self._planner.over_since.get(quota.name, self.now)
+                        delay = self._planner.reclaim_delay
+                        seconds: float | None = since + delay - self.now
                     else:
                         seconds = None
                     lenders.append(admission.Lender(quota.name, resource, excess, seconds))
