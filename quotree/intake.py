@@ -240,13 +240,7 @@ class PodIntake:
                 record = self._ledger.pods[key]
                 now = self._coverage.resolve(record.facts.namespace, record.facts.labels)
                 if now.quota != record.quota or now.others != record.also:
-                    facts = record.facts
-                    if record.state is PodState.ADMITTED and facts.gated:
-                        # Admitted, its gate removal not seen yet: it runs without the gate.
-                        facts = dataclasses.replace(facts, gated=False)
-                    if record.state is PodState.ADMITTED and record.flavor is not None:
-                        labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
-                        facts = dataclasses.replace(facts, labels=labels)
+                    facts = _as_it_runs(record)
                     self.forget(key)
                     self.observe(facts)
 
@@ -262,20 +256,25 @@ class PodIntake:
                 continue
             for key in [k for _, k in pods.pending] + list(pods.admitted):
                 record = self._ledger.pods[key]
-                facts = record.facts
-                if record.state is PodState.ADMITTED:
-                    if facts.gated:
-                        facts = dataclasses.replace(facts, gated=False)
-                    if record.flavor is not None:
-                        labels = {**facts.labels, FLAVOR_LABEL: record.flavor}
-                        facts = dataclasses.replace(facts, labels=labels)
+                facts = _as_it_runs(record)
                 seq, standing = record.admitted_seq, record.standing
                 self.forget(key)
                 again = self.observe(facts)
                 if again is not None and again.state is PodState.ADMITTED:
                     again.admitted_seq, again.standing = seq, standing
 
-    # ------------------------------------------------------------ resolution
+
+def _as_it_runs(record: PodRecord) -> PodFacts:
+    """The pod's facts to observe it again: an admitted pod runs without the gate (its
+    removal may not be seen yet) and on its flavor (the label the admission patch sets)."""
+    facts = record.facts
+    if record.state is not PodState.ADMITTED:
+        return facts
+    if facts.gated:
+        facts = dataclasses.replace(facts, gated=False)
+    if record.flavor is not None:
+        facts = dataclasses.replace(facts, labels={**facts.labels, FLAVOR_LABEL: record.flavor})
+    return facts
 
 
 def _charged_names(record: PodRecord) -> list[str]:
