@@ -28,5 +28,14 @@ class Decisions:
     #: or asked to leave): their status is due (the operator's status writer reads it).
     quotas: set[str] = field(default_factory=set)
 
+    def merge(self, later: Decisions) -> None:
+        """Add the decisions of a later round (its words and labels win)."""
+        self.admitted += later.admitted
+        self.evictions += later.evictions
+        self.labels.update(later.labels)
+        self.pending.update(later.pending)
+        self.flavors.update(later.flavors)
+        self.quotas |= later.quotas
+
     def __bool__(self) -> bool:
         return bool(self.admitted or self.evictions or self.labels or self.pending)

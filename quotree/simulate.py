@@ -132,12 +132,7 @@ class SimulatedEngine(Engine):
         out = Decisions()
         while True:
             step = self.decider.decide(now)
-            out.admitted += step.admitted
-            out.evictions += step.evictions
-            out.labels.update(step.labels)
-            out.pending.update(step.pending)
-            out.flavors.update(step.flavors)
-            out.quotas |= step.quotas
+            out.merge(step)
             if not step.evictions:
                 return out
             for eviction in step.evictions:
