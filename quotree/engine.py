@@ -19,7 +19,7 @@ from quotree.cluster import Cluster
 from quotree.decide import Decider
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction
-from quotree.fit import Fit, Rule
+from quotree.fit import Fit
 from quotree.flavor_spec import FlavorConfig
 from quotree.hold import Holds
 from quotree.intake import PodIntake
@@ -323,10 +323,7 @@ class Engine:
         if record is None or record.quota is None or record.state is not PodState.PENDING:
             return None
         seats = self.decider.seats
-        here = seats.seat(record.quota)
-        if here.node is None:
-            return Fit(record.quota, Rule.MISSING)
-        return seats.check(record, record.quota, here)
+        return seats.check(record, record.quota, seats.seat(record.quota))
 
     def unresolved_pods(self) -> list[PodRecord]:
         """Gated pods no quota will take, each with its reason (counted in the pendingPods
