@@ -17,6 +17,13 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from quotree.groups import (
+    POD_GROUP_MIN_ANNOTATION,
+    POD_GROUP_SIZE_ANNOTATION,
+    GroupSpec,
+    controller_job,
+    group_spec,
+)
 from quotree.models import ADMISSION_GATE, PREEMPTIBLE_LABEL, ConfigError
 from quotree.quantity import QuantityError, add_amounts, parse_quantity
 
@@ -45,6 +52,13 @@ class PodFacts:
     #: (key, operator, values) expressions (ANDed): which flavors the pod allows.
     node_selector: Mapping[str, str] = field(default_factory=dict)
     node_affinity: tuple[NodeSelectorTerm, ...] = ()
+    #: The pod group it declares (`groups.group_spec`), None when on its own or when its
+    #: group comes from its Job (`owner_job`), which only the Job's facts complete.
+    group: GroupSpec | None = None
+    #: The `batch/v1` Job that controls it, if one does.
+    owner_job: str | None = None
+    #: Its pod-group annotations (size, min) as written; most pods have none.
+    group_notes: Mapping[str, str] = field(default_factory=dict)
 
     #: `key`, made once: every map of the engine and the operator holds this one string
     #: (at 30,000 pods a new string per lookup was ~120 bytes a pod; issue 12).
@@ -171,13 +185,29 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
     priority = spec.get("priority")
     node_name = spec.get("nodeName") or None
     selector = spec.get("nodeSelector")
+    labels = {sys.intern(k): v for k, v in (metadata.get("labels") or {}).items()}
+    annotations = metadata.get("annotations") or {}
+    notes: Mapping[str, str] = _NO_SELECTOR  # the same shared empty map
+    if POD_GROUP_SIZE_ANNOTATION in annotations or POD_GROUP_MIN_ANNOTATION in annotations:
+        notes = {
+            k: str(annotations[k])
+            for k in (POD_GROUP_SIZE_ANNOTATION, POD_GROUP_MIN_ANNOTATION)
+            if k in annotations
+        }
+    owner = controller_job(obj)
+    try:
+        group = group_spec(labels, notes, f"Pod {label}")
+    except ConfigError:
+        if owner is None:
+            raise
+        group = None  # its Job's facts complete it
     # Strings that thousands of pods repeat are kept once (interned): namespaces, label
     # keys, node names, phases, resource names (issue 12: memory per pod).
     return PodFacts(
         namespace=sys.intern(namespace),
         name=name,
         request=effective_request(spec, label),
-        labels={sys.intern(k): v for k, v in (metadata.get("labels") or {}).items()},
+        labels=labels,
         priority=int(priority) if isinstance(priority, int) else 0,
         created=default_created if created is None else created,
         node_name=sys.intern(node_name) if isinstance(node_name, str) else None,
@@ -186,4 +216,7 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
         deleting=bool(metadata.get("deletionTimestamp")),
         node_selector={str(k): str(v) for k, v in selector.items()} if selector else _NO_SELECTOR,
         node_affinity=_affinity_terms(spec),
+        group=group,
+        owner_job=sys.intern(owner) if owner else None,
+        group_notes=notes,
     )
