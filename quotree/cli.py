@@ -58,6 +58,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def emit(text: str) -> bool:
+    """Print `text` to standard output; False when the reader closed the pipe first (as
+    `| head` does): that is not an error, and no traceback follows at exit."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # Python would flush stdout again at exit and fail the same way: point it at null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -72,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"quotree: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    print(text)
+    if not emit(text):
+        return 0  # the reader has all it wanted (`| head`)
     if args.output == "json":
         for warning in result.warnings:
             print(f"quotree: warning: {warning}", file=sys.stderr)

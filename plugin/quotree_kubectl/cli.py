@@ -20,7 +20,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from quotree.cli import package_version
+from quotree.cli import emit, package_version
 from quotree.models import ConfigError
 from quotree.podfacts import pod_facts
 from quotree.quantity import add_amounts, format_quantity
@@ -246,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"kubectl quotree: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    print(text)
+    emit(text)  # a reader that stops early (`| head`) is not an error
     return 0
 
 

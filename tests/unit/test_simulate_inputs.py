@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -256,3 +258,31 @@ def test_a_field_name_with_a_line_break_stays_on_the_one_line(
     assert (code, out) == (1, "")
     assert err.count("\n") == 1
     assert "metadata.\\n: unknown field" in err
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    """`quotree simulate big.yaml | head`: the pipe closes while the table is being
+    written; quotree stops quietly (exit 0, nothing on stderr)."""
+    docs = [
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '1000'}}\n"
+    ]
+    docs += [
+        "apiVersion: quotree.io/v1alpha1\nkind: ElasticQuota\n"
+        f"metadata: {{name: team-{i}, namespace: ns-{i}}}\nspec: {{min: {{cpu: '1'}}}}\n"
+        for i in range(2000)
+    ]
+    path = tmp_path / "big.yaml"
+    path.write_text("---\n".join(docs))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "quotree.cli", "simulate", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    first = proc.stdout.read(100)  # the table is well over a pipe's 64 KiB
+    proc.stdout.close()
+    errors = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0
+    assert first.startswith(b"cluster")
+    assert errors == ""
