@@ -235,11 +235,26 @@ class Decider:
         admitted_before = len(pods.admitted)
         evicted |= self._admit_pending(name, node, pods, out)
         if relabel or evicted or admitted_before != len(pods.admitted):
-            for record, label in admission.standings(node, pods):
-                if record.standing != label and record.quota == name:  # its first tree's
-                    record.standing = label
-                    out.labels[record.key] = label
+            self._relabel(name, node, pods, out)
         return evicted
+
+    @staticmethod
+    def _relabel(name: str, node: TreeNode, pods: QuotaPods, out: Decisions) -> None:
+        """The labels that changed (`standings.Standings`: only the pods whose label moved
+        are looked at), for the pods whose first tree's quota this is."""
+        standings = pods.standings
+        standings.set_guarantee(node.guarantee, node.resources)
+        if not standings.changed:
+            return
+        admitted = pods.admitted
+        for key in standings.take_changed():
+            record = admitted.get(key)
+            if record is None or record.quota != name:
+                continue
+            label = standings.label(key)
+            if record.standing != label:
+                record.standing = label
+                out.labels[key] = label
 
     def _reclaim(
         self, name: str, node: TreeNode, pods: QuotaPods, now: float, out: Decisions

@@ -262,6 +262,9 @@ class PodIntake:
                 again = self.observe(facts)
                 if again is not None and again.state is PodState.ADMITTED:
                     again.admitted_seq, again.standing = seq, standing
+                    for name in (again.quota, *again.also):  # back in its place in the order
+                        if name is not None:
+                            self._ledger.quota_pods[name].standings.moved(again)
 
 
 def _as_it_runs(record: PodRecord) -> PodFacts:

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from quotree.podfacts import PodFacts
 from quotree.quantity import add_amounts
+from quotree.standings import Standings
 
 __all__ = ["Placing", "PodRecord", "PodState", "QuotaPods", "least_important_first"]
 
@@ -115,6 +116,7 @@ class QuotaPods:
         "pending_keys",
         "queued_in",
         "room",
+        "standings",
     )
 
     def __init__(self, name: str) -> None:
@@ -126,6 +128,8 @@ class QuotaPods:
         self.pending: list[tuple[tuple[int, float, str], str]] = []  # sorted (order, key)
         self.pending_keys: set[str] = set()
         self.admitted: dict[str, PodRecord] = {}
+        #: The admitted pods' in-quota / over-quota labels, kept as they come and go.
+        self.standings = Standings(name)
         self.non_preemptible_used: dict[str, int] = {}
         self.evicting: dict[str, int] = {}  # requests of admitted pods being evicted
         # Pending pods charged here that wait in another tree's quota queue (PodRecord.also),
@@ -178,6 +182,7 @@ class QuotaPods:
     def add_admitted(self, record: PodRecord) -> None:
         self.unqueue(record)
         self.admitted[record.key] = record
+        self.standings.add(record)
         if not record.preemptible:
             add_amounts(self.non_preemptible_used, record.request_in(self.name), 1)
 
@@ -185,6 +190,7 @@ class QuotaPods:
         """Forget an admitted pod; False when it was not admitted."""
         if self.admitted.pop(record.key, None) is None:
             return False
+        self.standings.remove(record)
         if record.evicting:
             add_amounts(self.evicting, record.request_in(self.name), -1)
         if not record.preemptible:

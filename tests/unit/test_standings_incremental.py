@@ -1,0 +1,95 @@
+"""The in-quota / over-quota labels kept incrementally (`standings.Standings`) equal the
+labels computed from scratch (`admission.standings`), whatever pods come and go and however
+the guarantee moves; in the engine, after every decision."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from quotree.admission import standings
+from quotree.pods import PodRecord, PodState, QuotaPods
+from tests.unit.builders import pod
+from tests.unit.test_properties import (
+    PROPERTY,
+    Scenario,
+    _decision_log,
+    _scenario_engine,
+    events,
+    lender_stories,
+    scenarios,
+)
+
+RESOURCES = ("x", "y", "z")
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("add"),
+            st.integers(0, 3),  # priority
+            st.fixed_dictionaries({r: st.integers(0, 6) for r in RESOURCES}),
+        ),
+        st.tuples(st.just("remove"), st.integers(0, 1000), st.just({})),
+        st.tuples(
+            st.just("guarantee"),
+            st.integers(0, 1),
+            st.fixed_dictionaries({r: st.integers(0, 20) for r in RESOURCES}),
+        ),
+        st.tuples(st.just("govern"), st.integers(1, 7), st.just({})),
+    ),
+    max_size=60,
+)
+
+
+def _from_scratch(node: SimpleNamespace, pods: QuotaPods) -> dict[str, str]:
+    return {record.key: label for record, label in standings(node, pods)}  # type: ignore[arg-type]
+
+
+@PROPERTY
+@given(ops)
+def test_incremental_labels_equal_the_labels_from_scratch(
+    steps: list[tuple[str, int, dict[str, int]]],
+) -> None:
+    pods = QuotaPods("q")
+    node = SimpleNamespace(resources=frozenset(RESOURCES), guarantee=dict.fromkeys(RESOURCES, 8))
+    pods.standings.set_guarantee(node.guarantee, node.resources)
+    seq = 0
+    for kind, number, amounts in steps:
+        if kind == "add":
+            seq += 1
+            facts = pod("q", f"p{seq}", {r: a for r, a in amounts.items() if a}, priority=number)
+            record = PodRecord(facts, "q", PodState.ADMITTED, seq, admitted_seq=seq)
+            pods.add_admitted(record)
+        elif kind == "remove" and pods.admitted:
+            keys = sorted(pods.admitted)
+            pods.remove_admitted(pods.admitted[keys[number % len(keys)]])
+        elif kind == "guarantee":
+            node.guarantee = dict(amounts)
+        elif kind == "govern":
+            node.resources = frozenset(r for i, r in enumerate(RESOURCES) if number >> i & 1)
+            node.guarantee = {r: node.guarantee.get(r, 0) for r in RESOURCES}
+        pods.standings.set_guarantee(node.guarantee, node.resources)
+        changed = pods.standings.take_changed()
+        expected = _from_scratch(node, pods)
+        assert {key: pods.standings.label(key) for key in pods.admitted} == expected
+        assert changed <= set(pods.admitted)
+
+
+@PROPERTY
+@given(st.one_of(scenarios(), lender_stories()), events, st.sampled_from([None, 0.0, 30.0]))
+def test_every_label_the_engine_keeps_is_the_label_from_scratch(
+    scenario: Scenario, stream: list[tuple[str, int]], delay: float | None
+) -> None:
+    """After the engine's last decision, in the simulator and in operator mode, every admitted
+    pod carries the label a full recomputation gives it (its quota touched last)."""
+    eng = _scenario_engine(scenario, delay)
+    _decision_log(eng, scenario, stream)
+    for name, pods in eng.ledger.quota_pods.items():
+        node = eng.tree_of(name).node(name)
+        if node is None or not node.is_quota:
+            continue
+        pods.standings.set_guarantee(node.guarantee, node.resources)
+        expected = _from_scratch(node, pods)  # type: ignore[arg-type]
+        assert {key: pods.standings.label(key) for key in pods.admitted} == expected
