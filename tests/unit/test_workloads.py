@@ -120,7 +120,12 @@ def test_a_job_in_the_simulator_is_one_group_that_waits_whole(tmp_path: Path) ->
     assert states == ["pending"] * 4
     assert all(key.startswith("team/w-") for key in report["pods"])
     group = report["groups"]["team/w"]
-    assert (group["name"], group["quota"], group["state"], group["size"]) == ("w", "q", "pending", 4)
+    assert (group["name"], group["quota"], group["state"], group["size"]) == (
+        "w",
+        "q",
+        "pending",
+        4,
+    )
     assert group["reason"] == (
         "waiting: pod group team/w can never fit: its 4 pods request cpu 4 in all, "
         "over ElasticQuota q's max 3"
