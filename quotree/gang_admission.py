@@ -255,6 +255,7 @@ class GangAdmission:
                 verdict.node, unit.request_in(where), verdict.amounts, lenders
             )
         else:
+            several = decider.forest.several
             text = admission.why_not(
                 where,
                 verdict.node,
@@ -262,6 +263,7 @@ class GangAdmission:
                 unit,
                 verdict.amounts,
                 non_preemptible=verdict.broken is Rule.NON_PREEMPTIBLE,
+                tree=decider.forest.label(verdict.node) if several else None,
             )
         self._say(group, members, f"pod group {group.key} ({len(members)} pods) {text}", out)
 

@@ -11,6 +11,9 @@ from builders import arrive, cohort, engine, pod, quota, states
 from quotree.engine import Engine
 from quotree.groups import GroupSpec, JobFacts
 from quotree.podfacts import PodFacts
+from tests.unit.objects import quota_config as eq
+from tests.unit.test_flavors import TWO_FLAVORS, cluster, gpu_pod
+from tests.unit.test_forests import org_and_projects
 
 
 def member(
@@ -220,3 +223,30 @@ def test_a_pod_that_joined_an_elastic_group_is_evicted_alone() -> None:
     eng.observe_pod(pod("q", "high", 1, priority=10))
     out = eng.decide()
     assert [(e.pod, e.group) for e in out.evictions] == [("q/e-2", "q/e")]
+
+
+def test_with_flavors_all_pods_of_a_group_go_on_one_flavor() -> None:
+    # a100 has room for 2 of the 3 pods, h100 for all: pod by pod they would split.
+    eng = cluster(eq("team", **TWO_FLAVORS), simulated=False)
+    pods = [
+        dataclasses.replace(gpu_pod("team", f"g-{i}"), group=GroupSpec("g", 3, 3)) for i in range(3)
+    ]
+    for facts in pods:
+        eng.observe_pod(facts)
+    out = eng.decide()
+    assert sorted(k for k, _ in out.admitted) == ["team/g-0", "team/g-1", "team/g-2"]
+    assert {flavor for flavor, _ in out.flavors.values()} == {"h100"}
+    assert len(out.flavors) == 3
+
+
+def test_in_a_forest_a_group_fits_in_every_tree_or_waits_whole() -> None:
+    eng = engine(*org_and_projects(), capacity=20)
+    arrive(eng, *gang("team-a", "big", 4, 2))  # 8 fits team-a (min 10), not proj-x (max 6)
+    assert admitted(eng) == set()
+    assert eng.groups["team-a/big"].reason == (
+        "pod group team-a/big (4 pods) does not fit in ElasticQuota proj-x (tree projects): x: used 0 + "
+        "request 8 > runtime 6 (min 0, cap 6)"
+    )
+    arrive(eng, *gang("team-a", "small", 3, 2))
+    assert admitted(eng) == {f"team-a/small-{i}" for i in range(3)}
+    assert eng.report("proj-x").used == {"x": 6}
