@@ -244,8 +244,8 @@ def test_in_a_forest_a_group_fits_in_every_tree_or_waits_whole() -> None:
     arrive(eng, *gang("team-a", "big", 4, 2))  # 8 fits team-a (min 10), not proj-x (max 6)
     assert admitted(eng) == set()
     assert eng.groups["team-a/big"].reason == (
-        "pod group team-a/big (4 pods) does not fit in ElasticQuota proj-x (tree projects): x: used 0 + "
-        "request 8 > runtime 6 (min 0, cap 6)"
+        "pod group team-a/big (4 pods) does not fit in ElasticQuota proj-x (tree projects): "
+        "x: used 0 + request 8 > runtime 6 (min 0, cap 6)"
     )
     arrive(eng, *gang("team-a", "small", 3, 2))
     assert admitted(eng) == {f"team-a/small-{i}" for i in range(3)}
