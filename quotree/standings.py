@@ -132,6 +132,28 @@ class Standings:
                 if line is not None:
                     self._settle(line, resource)
 
+    def relabel(
+        self,
+        guarantee: Mapping[str, int],
+        governed: Collection[str],
+        admitted: Mapping[str, PodRecord],
+        labels: dict[str, str],
+    ) -> None:
+        """Bring the labels up to date with the guarantee and governed resources as they
+        stand now, and put in `labels` the pods (of this quota as their first tree's) whose
+        label changed: only the pods whose label moved are looked at."""
+        self.set_guarantee(guarantee, governed)
+        if not self.changed:
+            return
+        for key in self.take_changed():
+            record = admitted.get(key)
+            if record is None or record.quota != self.name:
+                continue
+            label = self.label(key)
+            if record.standing != label:
+                record.standing = label
+                labels[key] = label
+
     def take_changed(self) -> set[str]:
         changed, self.changed = self.changed, set()
         return changed
