@@ -279,9 +279,10 @@ def waiting_for_victims(record: PodRecord) -> str:
     return f"waiting for {len(record.victims)} preempted pods to release their resources"
 
 
-def in_quota_order(record: PodRecord) -> tuple[int, int]:
-    """The order in-quota labels are given in: higher priority first, then admitted earlier."""
-    return (-record.facts.priority, record.admitted_seq)
+def in_quota_order(record: PodRecord) -> tuple[int, int, str]:
+    """The order in-quota labels are given in: higher priority first, then admitted earlier
+    (a group's pods share its place), then by name."""
+    return (-record.facts.priority, record.admitted_seq, record.key)
 
 
 def standings(node: TreeNode, pods: QuotaPods) -> list[tuple[PodRecord, str]]:

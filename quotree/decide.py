@@ -73,11 +73,12 @@ class Decider:
         """The tree Cohort or ElasticQuota `name` belongs to (the default tree if unknown)."""
         return self.forest.tree_of(name)
 
-    def admit(self, record: PodRecord, message: str) -> None:
-        """Admit a pending pod (or take in one running without the gate)."""
+    def admit(self, record: PodRecord, message: str, *, seq: int = 0) -> None:
+        """Admit a pending pod (or take in one running without the gate); `seq`: its place
+        in the in-quota order (0: after every pod admitted so far)."""
         assert record.quota is not None
         record.state = PodState.ADMITTED
-        record.admitted_seq = next(self.ledger.admissions)
+        record.admitted_seq = seq or next(self.ledger.admissions)
         record.reason = message
         record.victims = NO_VICTIMS
         self.ledger.quota_pods[record.quota].add_admitted(record)

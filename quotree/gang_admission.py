@@ -148,10 +148,11 @@ class GangAdmission:
         """All the group's pods in this one round, the same flavor, together in the order."""
         decider = self._decider
         seq = 0
-        for member in members:
-            decider.admit(member, f"fits in ElasticQuota {name} with pod group {group.key}")
+        for member in members:  # the group's place in the in-quota order, together
+            decider.admit(
+                member, f"fits in ElasticQuota {name} with pod group {group.key}", seq=seq
+            )
             seq = seq or member.admitted_seq
-            member.admitted_seq = seq  # the group's place in the in-quota order, together
         for member in members:
             message = admission.fit_message(name, node, member)
             decider._admitted(out, member, f"{message}, with pod group {group.key}")

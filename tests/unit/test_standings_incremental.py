@@ -4,14 +4,18 @@ the guarantee moves; in the engine, after every decision."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from quotree.admission import standings
+from quotree.groups import GroupSpec
+from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState, QuotaPods
-from tests.unit.builders import pod
+from tests.unit.builders import engine, pod, quota
+from tests.unit.test_pod_group_properties import grouped
 from tests.unit.test_properties import (
     PROPERTY,
     Scenario,
@@ -93,3 +97,38 @@ def test_every_label_the_engine_keeps_is_the_label_from_scratch(
         pods.standings.set_guarantee(node.guarantee, node.resources)
         expected = _from_scratch(node, pods)  # type: ignore[arg-type]
         assert {key: pods.standings.label(key) for key in pods.admitted} == expected
+
+
+@PROPERTY
+@given(grouped())
+def test_a_groups_pods_take_its_place_in_the_labels_order(
+    case: tuple[Scenario, list[PodFacts]],
+) -> None:
+    """With pod groups (admitted together, sharing the group's place in the order), the
+    labels kept incrementally stay those computed from scratch after every decision."""
+    scenario, arrivals = case
+    eng = engine(*scenario.configs, capacity=scenario.capacity)
+    for i, facts in enumerate(arrivals):
+        eng.observe_pod(facts)
+        eng.decide(float(i))
+        for name, pods in eng.ledger.quota_pods.items():
+            node = eng.tree_of(name).node(name)
+            if node is None or not node.is_quota:
+                continue
+            pods.standings.set_guarantee(node.guarantee, node.resources)
+            expected = _from_scratch(node, pods)  # type: ignore[arg-type]
+            assert {key: pods.standings.label(key) for key in pods.admitted} == expected
+
+
+def test_a_groups_pods_are_labelled_in_the_groups_place_whatever_their_names() -> None:
+    """A group's pods share one place in the order (then go by name): the kept labels are
+    those from scratch even when the pods' names sort apart from their admission order."""
+    eng = engine(quota("a", min={"x": 1}), capacity={"x": 10})
+    spec = GroupSpec("g", 3, 3)
+    for i, name in enumerate(("c-0", "b-1", "a-2")):
+        eng.observe_pod(dataclasses.replace(pod("a", name, {"x": 1}, created=i), group=spec))
+    eng.decide(0.0)
+    labels = {key: record.standing for key, record in eng.pods.items()}
+    assert labels == {"a/a-2": "in-quota", "a/b-1": "over-quota", "a/c-0": "over-quota"}
+    pods = eng.ledger.quota_pods["a"]
+    assert {key: pods.standings.label(key) for key in pods.admitted} == labels
