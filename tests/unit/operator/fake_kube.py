@@ -77,6 +77,9 @@ class FakeKube:
         self.pod_labels: list[tuple[str, str]] = []  # (namespace/name, standing)
         self.namespace_labels: list[tuple[str, str, str | None]] = []  # (namespace, label, value)
         self.evictions: list[str] = []  # namespace/name
+        self.job_suspends: list[tuple[str, bool]] = []  # (namespace/name, suspend)
+        #: Jobs by "namespace/name" (`suspend_job` sets their spec.suspend; 404 if absent).
+        self.jobs: dict[str, dict[str, Any]] = {}
         self.pod_events: list[PodEvent] = []
         self.quota_events: list[tuple[str, str, str]] = []  # (namespace/name, reason, message)
         self.object_events: list[ObjectEvent] = []
@@ -170,6 +173,14 @@ class FakeKube:
         self._answer("evict")
         self.evictions.append(f"{namespace}/{name}")
         self.pods.pop(f"{namespace}/{name}", None)
+
+    async def suspend_job(self, namespace: str, name: str, suspend: bool) -> None:
+        self._answer("suspend_job")
+        body = self.jobs.get(f"{namespace}/{name}")
+        if body is None:
+            raise KubeError(404, f"Job {namespace}/{name}: suspend: 404 not found")
+        body.setdefault("spec", {})["suspend"] = suspend
+        self.job_suspends.append((f"{namespace}/{name}", suspend))
 
     async def pod_event(
         self,
