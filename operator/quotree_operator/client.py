@@ -29,7 +29,7 @@ from quotree.models import GROUP, STANDING_LABEL, VERSION
 from quotree_operator import bodies
 from quotree_operator.connection import open_api
 from quotree_operator.kube_errors import KubeError
-from quotree_operator.resources import Apis, call_for, events_of
+from quotree_operator.resources import call_for, events_of
 
 __all__ = ["Kube"]
 
@@ -68,7 +68,6 @@ class Kube:
         self.authentication: Any = client.AuthenticationV1Api(api)
         self.admission: Any = client.AdmissionregistrationV1Api(api)
         self.batch: Any = client.BatchV1Api(api)
-        self.apis = Apis(self.core, self.batch, self.custom)
 
     @classmethod
     async def connect(cls, pool: int = 64) -> Kube:
@@ -157,7 +156,7 @@ class Kube:
         kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
         if token:
             kwargs["_continue"] = token
-        call, kind = call_for(self.apis, what, kwargs)
+        call, kind = call_for(self, what, kwargs)
         data: dict[str, Any] = await self.read(f"list {what}", call)
         for item in data.get("items") or ():
             item.setdefault("kind", kind)
@@ -181,7 +180,7 @@ class Kube:
             "_preload_content": False,
             "_request_timeout": (30, WATCH_TIMEOUT + 60),
         }
-        call, _ = call_for(self.apis, what, options)
+        call, _ = call_for(self, what, options)
         response = await self._call(f"watch {what}", call)
         try:
             async for event in events_of(response, what):

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
 from typing import Any
 
 from quotree.models import GROUP, VERSION
 
-__all__ = ["Apis", "call_for", "events_of"]
+__all__ = ["call_for", "events_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,17 +27,10 @@ _CUSTOM = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Apis:
-    """The client's API objects a list or watch may go through."""
-
-    core: Any
-    batch: Any
-    custom: Any
-
-
-def call_for(apis: Apis, what: str, options: dict[str, Any]) -> tuple[Any, str]:
+def call_for(apis: Any, what: str, options: dict[str, Any]) -> tuple[Any, str]:
     """(the list or watch call for `what` with `options`, the kind of its items).
+
+    `apis`: the client, whose `core`, `batch` and `custom` API objects make the calls.
 
     `what`: "nodes", "pods", "jobs", or a custom object's kind ("Cohort", ...).
     """
