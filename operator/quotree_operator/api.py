@@ -51,7 +51,9 @@ class KubeAPI(Protocol):
 
     async def evict(self, namespace: str, name: str) -> None: ...
 
-    async def suspend_job(self, namespace: str, name: str, suspend: bool) -> None: ...
+    async def suspend_job(
+        self, namespace: str, name: str, suspend: bool, why: str | None = None
+    ) -> None: ...
 
     async def pod_event(
         self,

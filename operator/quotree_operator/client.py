@@ -254,14 +254,19 @@ class Kube:
             self.core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False),
         )
 
-    async def suspend_job(self, namespace: str, name: str, suspend: bool) -> None:
-        """Set a Job's spec.suspend: true stops its pods without counting them failed
-        (a pod group evicted as a whole); false lets the job controller start them again."""
-        body = {"spec": {"suspend": suspend}}
+    async def suspend_job(
+        self, namespace: str, name: str, suspend: bool, why: str | None = None
+    ) -> None:
+        """Suspend a Job (its pods stop and are not counted failed: a pod group evicted as
+        a whole) or resume it (bodies.job_suspension)."""
         await self.discard(
             f"Job {namespace}/{name}: {'suspend' if suspend else 'resume'}",
             self.batch.patch_namespaced_job(
-                name, namespace, body, _content_type=_MERGE_PATCH, _preload_content=False
+                name,
+                namespace,
+                bodies.job_suspension(suspend, why),
+                _content_type=_MERGE_PATCH,
+                _preload_content=False,
             ),
         )
 

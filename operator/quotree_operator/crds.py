@@ -195,6 +195,8 @@ def _status_schema(leaf: bool) -> dict[str, Any]:
     if leaf:
         properties["admittedPods"] = {"type": "integer", "format": "int64"}
         properties["pendingPods"] = {"type": "integer", "format": "int64"}
+        properties["admittedGroups"] = {"type": "integer", "format": "int64"}
+        properties["pendingGroups"] = {"type": "integer", "format": "int64"}
     return {"type": "object", "properties": properties}
 
 
@@ -213,6 +215,20 @@ def _columns(leaf: bool) -> list[dict[str, Any]]:
         columns += [
             {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedPods"},
             {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingPods"},
+            {
+                "name": "Admitted Groups",
+                "type": "integer",
+                "jsonPath": ".status.admittedGroups",
+                "description": "Pod groups admitted whole (kubectl get -o wide).",
+                "priority": 1,
+            },
+            {
+                "name": "Pending Groups",
+                "type": "integer",
+                "jsonPath": ".status.pendingGroups",
+                "description": "Pod groups waiting whole (kubectl get -o wide).",
+                "priority": 1,
+            },
         ]
     columns += [
         {

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from quotree import ADMISSION_GATE
 from quotree.models import STANDING_LABEL
 from quotree_operator.api import KubeAPI
+from quotree_operator.bodies import job_suspension
 from quotree_operator.kube_errors import KubeError
 from quotree_webhooks.settings import WebhookApi
 
@@ -174,12 +175,21 @@ class FakeKube:
         self.evictions.append(f"{namespace}/{name}")
         self.pods.pop(f"{namespace}/{name}", None)
 
-    async def suspend_job(self, namespace: str, name: str, suspend: bool) -> None:
+    async def suspend_job(
+        self, namespace: str, name: str, suspend: bool, why: str | None = None
+    ) -> None:
         self._answer("suspend_job")
         body = self.jobs.get(f"{namespace}/{name}")
         if body is None:
             raise KubeError(404, f"Job {namespace}/{name}: suspend: 404 not found")
+        patch = job_suspension(suspend, why)
         body.setdefault("spec", {})["suspend"] = suspend
+        notes = body.setdefault("metadata", {}).setdefault("annotations", {})
+        for key, value in patch["metadata"]["annotations"].items():
+            if value is None:
+                notes.pop(key, None)
+            else:
+                notes[key] = value
         self.job_suspends.append((f"{namespace}/{name}", suspend))
 
     async def pod_event(
