@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from quotree.accounts import TreeNode
-from quotree.pods import PodRecord, QuotaPods
+from quotree.pods import PodRecord, QuotaPods, Unit
 from quotree.quantity import format_quantity, is_unlimited
 
 __all__ = [
@@ -38,7 +38,7 @@ IN_QUOTA = "in-quota"
 OVER_QUOTA = "over-quota"
 
 
-def shortfall(node: TreeNode, record: PodRecord) -> dict[str, int]:
+def shortfall(node: TreeNode, record: Unit) -> dict[str, int]:
     """By how much the pod does not fit, per governed resource (empty: it fits)."""
     short = {}
     request = record.request_in(node.name)
@@ -72,7 +72,7 @@ def may_fit(node: TreeNode, path: list[TreeNode], request: Mapping[str, int]) ->
 
 
 def ancestor_shortfall(
-    path: list[TreeNode], node: TreeNode, record: PodRecord
+    path: list[TreeNode], node: TreeNode, record: Unit
 ) -> tuple[TreeNode, dict[str, int]] | None:
     """The nearest ancestor (up to the root) where `used + request > runtime`, and by how much.
 
@@ -154,7 +154,7 @@ def why_waits(
     )
 
 
-def non_preemptible_shortfall(node: TreeNode, pods: QuotaPods, record: PodRecord) -> dict[str, int]:
+def non_preemptible_shortfall(node: TreeNode, pods: QuotaPods, record: Unit) -> dict[str, int]:
     """A non-preemptible pod also fits within the (scaled) min: by how much it does not."""
     if record.preemptible:
         return {}
@@ -245,7 +245,7 @@ def why_not(
     name: str,
     node: TreeNode,
     pods: QuotaPods,
-    record: PodRecord,
+    record: Unit,
     short: Mapping[str, int],
     *,
     non_preemptible: bool = False,

@@ -15,6 +15,7 @@ from quotree import admission, fit
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
 from quotree.fit import Rule, Seat
+from quotree.gang_admission import GangAdmission
 from quotree.hold import Holds
 from quotree.ledger import Ledger
 from quotree.models import FLAVOR_LABEL
@@ -63,6 +64,8 @@ class Decider:
         self.seats = fit.Seats(forest, ledger.quota_pods)
         #: Why pending pods wait (`reasons.py`).
         self.reasons = Reasons(forest, ledger.quota_pods, self.planner)
+        #: Pod groups admitted and evicted whole (`gang_admission.py`; the engine sets it up).
+        self.gangs = GangAdmission(self, group_timeout=300.0, scheduling_timeout=300.0)
 
     # ------------------------------------------------------------ records
 
@@ -121,7 +124,9 @@ class Decider:
     def decide(self, now: float = 0.0) -> Decisions:
         """Admit what fits, preempt within quotas, reclaim lent quota."""
         out = Decisions()
+        self.gangs.begin(now, out)
         self.decide_round(now, out)
+        self.gangs.finish(out, 0)
         return out
 
     def decide_round(self, now: float, out: Decisions) -> bool:
@@ -320,6 +325,12 @@ class Decider:
             record = self.ledger.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
                 continue
+            if record.group is not None:  # a pod group's pods are decided together
+                handled = self.gangs.scan(name, here, record, out, lowest)
+                if handled is not None:
+                    evicted |= handled
+                    placed.clear()
+                    continue
             if record.flavor_needed:
                 placement = self.placement.place(
                     name, node, path, record, self.seats.check, placed=placed

@@ -27,6 +27,8 @@ class Decisions:
     #: The quotas, in every tree, whose used or pods these decisions change (a pod admitted
     #: or asked to leave): their status is due (the operator's status writer reads it).
     quotas: set[str] = field(default_factory=set)
+    #: (pod, event reason, message) for Warning events, e.g. `GroupIncomplete`.
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)
 
     def merge(self, later: Decisions) -> None:
         """Add the decisions of a later round (its words and labels win)."""
@@ -36,6 +38,7 @@ class Decisions:
         self.pending.update(later.pending)
         self.flavors.update(later.flavors)
         self.quotas |= later.quotas
+        self.warnings += later.warnings
 
     def __bool__(self) -> bool:
-        return bool(self.admitted or self.evictions or self.labels or self.pending)
+        return bool(self.admitted or self.evictions or self.labels or self.pending or self.warnings)

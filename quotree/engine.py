@@ -21,6 +21,8 @@ from quotree.decisions import Decisions
 from quotree.eviction import Eviction
 from quotree.fit import Fit
 from quotree.flavor_spec import FlavorConfig
+from quotree.group_ledger import GroupLedger, Groups, GroupView
+from quotree.groups import GroupSpec, JobFacts
 from quotree.hold import Holds
 from quotree.intake import PodIntake
 from quotree.ledger import Ledger
@@ -46,6 +48,7 @@ __all__ = [
     "Decisions",
     "Engine",
     "Eviction",
+    "GroupView",
     "NodeReport",
     "PodRecord",
     "PodState",
@@ -62,6 +65,8 @@ class Engine:
         system_namespaces: Iterable[str] = (),
         default_quota: str | None = None,
         reclaim_delay: float = 30.0,
+        group_timeout: float = 300.0,
+        scheduling_timeout: float = 300.0,
         options: EngineOptions | None = None,
     ) -> None:
         options = options or EngineOptions()
@@ -103,6 +108,14 @@ class Engine:
             holds=self.holds,
             decider=self.decider,
         )
+        #: Pod groups (`group_ledger.py`): pods come in through it; admitted and evicted
+        #: whole by the decider's `gang_admission.GangAdmission`.
+        self.group_ledger = GroupLedger(self.ledger, self.intake, self.coverage)
+        self.decider.gangs.book = self.group_ledger
+        self.decider.gangs.group_timeout = group_timeout
+        self.decider.gangs.scheduling_timeout = scheduling_timeout
+        #: The pod groups by "namespace/name", read-only (`group_ledger.GroupView`).
+        self.groups: Mapping[str, GroupView] = Groups(self.group_ledger.groups)
         # Objects whose name another tree already holds (rule 6 across trees, the webhook
         # bypassed): the engine keeps the first, and takes these when it goes.
         self._shadowed: dict[str, list[NodeConfig]] = {}
@@ -286,12 +299,30 @@ class Engine:
     # ------------------------------------------------------------ pods
 
     def observe_pod(self, facts: PodFacts) -> PodRecord | None:
-        """Take in a pod as the cluster shows it (added or changed): `PodIntake.observe`."""
-        return self.intake.observe(facts)
+        """Take in a pod as the cluster shows it (added or changed): through its pod group
+        (`GroupLedger.observe`), then `PodIntake.observe`."""
+        return self.group_ledger.observe(facts)
 
     def forget_pod(self, key: str) -> PodRecord | None:
         """The pod is gone (deleted, finished, evicted); returns what the engine knew of it."""
-        return self.intake.forget(key)
+        return self.group_ledger.forget(key)
+
+    def observe_job(self, job: JobFacts) -> None:
+        """A `batch/v1` Job as the cluster shows it: its pods form a group by its facts
+        (`groups.JobFacts.group_size`); its pods that waited for it are taken in."""
+        self.group_ledger.observe_job(job)
+
+    def forget_job(self, namespace: str, name: str) -> None:
+        """The Job is gone."""
+        self.group_ledger.forget_job(namespace, name)
+
+    def group_declaration(
+        self, namespace: str, group: str
+    ) -> tuple[str | None, GroupSpec, int] | None:
+        """(quota, spec, priority) that pod group `group` of `namespace`'s pods declared
+        (None: no such group): a new pod must agree (`groups.disagreement`)."""
+        record = self.group_ledger.groups.get(f"{namespace}/{group}")
+        return record.declaration if record is not None and record.pods else None
 
     def eviction_refused(self, key: str) -> None:
         """The Eviction API said no (a PodDisruptionBudget): the pod stays; try again later."""
@@ -305,7 +336,8 @@ class Engine:
         config = tree.config(name)
         covered = namespaces_of(config)
         unresolved = sum(1 for r in self.ledger.unresolved.values() if r.facts.namespace in covered)
-        return node_report(tree, self.ledger.quota_pods, name, unresolved=unresolved)
+        groups = self.group_ledger.counts(name) if config and config.is_leaf else (0, 0)
+        return node_report(tree, self.ledger.quota_pods, name, unresolved=unresolved, groups=groups)
 
     def take_moved(self) -> set[str] | None:
         """The tree members whose runtime moved since the last call, over every tree (None:

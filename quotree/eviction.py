@@ -34,12 +34,20 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
-    """One pod the cluster should evict, and why (its event)."""
+    """One pod the cluster should evict, and why (its event).
+
+    `group` is the pod group ("namespace/name") the pod belongs to, whose every pod is
+    evicted in the same round; `job` the name of the Job whose pods form that group (the
+    operator suspends the Job instead of evicting its pods one by one). "Requeued": an
+    admitted group the Nodes did not place within the scheduling timeout.
+    """
 
     pod: str
     quota: str
-    kind: Literal["Preempted", "Reclaimed"]
+    kind: Literal["Preempted", "Reclaimed", "Requeued"]
     reason: str
+    group: str | None = None
+    job: str | None = None
 
 
 def over_runtime(node: TreeNode, pods: QuotaPods) -> dict[str, int]:

@@ -7,9 +7,9 @@ its first tree's first), in order, the quota must exist and be live, a non-preem
 unit must stay within the quota's (scaled) min, the unit must fit the quota's runtime,
 and every ancestor's up to the root (the cluster's capacity). The first rule broken is
 the answer; callers turn it into words (`admission.why_not`, `admission.why_waits`) or
-act on it (preempt, reclaim, try another flavor). A unit is a pod today
-(`pods.PodRecord`: its `request`, `preemptible`); a pod group plugs in with the same
-two.
+act on it (preempt, reclaim, try another flavor). A unit is a pod (`pods.PodRecord`)
+or a pod group (`gang_admission.GroupUnit`): what the check reads of either is
+`pods.Unit`.
 
 The check reads the live numbers and changes nothing: callers settle runtimes first.
 """
@@ -22,7 +22,7 @@ from enum import Enum
 
 from quotree.accounts import TreeNode
 from quotree.admission import ancestor_shortfall, non_preemptible_shortfall, shortfall
-from quotree.pods import PodRecord, QuotaPods
+from quotree.pods import QuotaPods, Unit
 from quotree.trees import Forest
 
 __all__ = ["FITS", "MISSING", "Fit", "Rule", "Seat", "Seats", "check"]
@@ -70,7 +70,7 @@ FITS = Fit()
 MISSING = Seat(None, [], None)
 
 
-def check(unit: PodRecord, seats: Iterable[tuple[str, Seat]]) -> Fit:
+def check(unit: Unit, seats: Iterable[tuple[str, Seat]]) -> Fit:
     """The first rule of "Admission" the unit breaks at the quotas of `seats` (in order: its
     first tree's quota first), or `FITS`."""
     for name, where in seats:
@@ -105,15 +105,13 @@ class Seats:
             return MISSING
         return Seat(node, tree.path_up(node), self._quota_pods[name])
 
-    def check(self, unit: PodRecord, name: str, here: Seat) -> Fit:
+    def check(self, unit: Unit, name: str, here: Seat) -> Fit:
         """`check` for a unit of quota `name` (seated `here`), in every tree that charges it."""
         if not unit.also:
             return check(unit, ((name, here),))
         return check(unit, self._with_other_trees(name, here, unit))
 
-    def _with_other_trees(
-        self, name: str, here: Seat, unit: PodRecord
-    ) -> Iterator[tuple[str, Seat]]:
+    def _with_other_trees(self, name: str, here: Seat, unit: Unit) -> Iterator[tuple[str, Seat]]:
         yield name, here
         for other in unit.also:
             yield other, self.seat(other)

@@ -107,6 +107,9 @@ class PodIntake:
         record = PodRecord(
             facts, quota, PodState.PENDING, next(self._ledger.arrivals), also=resolution.others
         )
+        grouped = self._ledger.grouped.get(key)
+        if grouped is not None:
+            record.group, record.rank = grouped
         self._ledger.pods[key] = record
         self._ledger.by_namespace.setdefault(facts.namespace, set()).add(key)
         if quota is None:

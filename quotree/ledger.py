@@ -31,6 +31,8 @@ class Ledger:
         self.released_in: set[str] = set()
         self.unresolved: dict[str, PodRecord] = {}  # gated pods no quota will take
         self.unannounced: dict[str, str] = {}  # their reasons, until the next round
+        #: pods of pod groups let in: pod -> (its group, its rank), read as it is taken in
+        self.grouped: dict[str, tuple[str, tuple[int, float, str]]] = {}
         self.arrivals = itertools.count()  # the order pods came in
         self.admissions = itertools.count(1)  # the order pods were admitted in
 

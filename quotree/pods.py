@@ -11,11 +11,12 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from quotree.podfacts import PodFacts
 from quotree.quantity import add_amounts
 
-__all__ = ["Placing", "PodRecord", "PodState", "QuotaPods", "least_important_first"]
+__all__ = ["Placing", "PodRecord", "PodState", "QuotaPods", "Unit", "least_important_first"]
 
 
 class PodState(StrEnum):
@@ -24,6 +25,19 @@ class PodState(StrEnum):
     PREEMPTED = "preempted"
     RECLAIMED = "reclaimed"
     UNMANAGED = "unmanaged"
+
+
+class Unit(Protocol):
+    """What the admission check reads of a unit: a pod (`PodRecord`) or a pod group
+    (`gang_admission.GroupUnit`, its pods summed)."""
+
+    @property
+    def request(self) -> dict[str, int]: ...
+    @property
+    def preemptible(self) -> bool: ...
+    @property
+    def also(self) -> tuple[str, ...]: ...
+    def request_in(self, quota: str) -> dict[str, int]: ...
 
 
 @dataclass(slots=True)
@@ -69,6 +83,10 @@ class PodRecord:
     #: What it is charged in the quotas of other trees (`also`) whose resource names differ
     #: from its first tree's (one tree splits a resource by flavor, the other does not).
     charged_in: dict[str, dict[str, int]] | None = None
+    #: The pod group it belongs to ("namespace/name"), and its place in the pending order
+    #: (the group's: priority, the time it became complete, its name), `group_ledger.py`.
+    group: str | None = None
+    rank: tuple[int, float, str] | None = None
 
     def __post_init__(self) -> None:
         self.preemptible = self.facts.preemptible
@@ -92,7 +110,10 @@ class PodRecord:
         return self.facts.request if self.charged is None else self.charged
 
     def order(self) -> tuple[int, float, str]:
-        """Importance order: higher priority first, then older, then by name."""
+        """Importance order: higher priority first, then older (a group: complete sooner),
+        then by name."""
+        if self.rank is not None:
+            return self.rank
         return (-self.facts.priority, self.facts.created, self.facts.name)
 
 

@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 from quotree.capacity import node_allocatable
 from quotree.engine import Decisions, Engine, PodRecord, PodState
 from quotree.flavor_spec import parse_flavor
+from quotree.groups import job_facts
 from quotree.manifests import InputError as SimulationError
 from quotree.manifests import load_documents
 from quotree.models import DEFAULT_TREE, GROUP, VERSION, ConfigError, NodeConfig, parse_node
@@ -199,6 +200,7 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
             elif kind == "Job":
                 job = job_pods(doc)
                 sim.jobs.append(job)
+                engine.observe_job(job_facts(doc))  # a Job's pods form a group (api.md)
                 pods.extend((origin, pod) for pod in job.pods)
             elif kind == "PriorityClass":
                 classes.add(doc)
@@ -313,7 +315,24 @@ def to_json(sim: Simulation) -> dict[str, Any]:
         record.key: _pod_entry(record, forest)
         for record in sorted(engine.pod_records(), key=lambda r: r.arrival)
     }
-    return {"capacity": _quantities(engine.tree.capacity), "nodes": nodes, "pods": pods}
+    groups = {
+        key: {
+            "name": view.key.partition("/")[2],
+            "quota": view.quota,
+            "state": view.state,
+            "size": view.size,
+            "min": view.min,
+            "pods": list(view.pods),
+            "reason": view.reason,
+        }
+        for key, view in sorted(engine.groups.items())
+    }
+    return {
+        "capacity": _quantities(engine.tree.capacity),
+        "nodes": nodes,
+        "pods": pods,
+        "groups": groups,
+    }
 
 
 def render_json(sim: Simulation) -> str:

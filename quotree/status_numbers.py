@@ -26,15 +26,24 @@ class NodeReport:
     admitted_pods: int
     pending_pods: int
     problem: Problem | None
+    #: Pod groups of an ElasticQuota waiting whole (complete or not) and admitted (0 for
+    #: a Cohort).
+    pending_groups: int = 0
+    admitted_groups: int = 0
 
 
 def node_report(
-    tree: QuotaTree, pods_of: Mapping[str, QuotaPods], name: str, *, unresolved: int = 0
+    tree: QuotaTree,
+    pods_of: Mapping[str, QuotaPods],
+    name: str,
+    *,
+    unresolved: int = 0,
+    groups: tuple[int, int] = (0, 0),
 ) -> NodeReport:
     """status for tree node `name`: demand, runtime, used, pod counts, its problem.
 
     `unresolved`: gated pods of its namespaces that no quota will take; they count
-    as pending here, so that they are seen.
+    as pending here, so that they are seen. `groups`: its pending and admitted pod groups.
     """
     node = tree.node(name)
     pods = pods_of.get(name)
@@ -50,6 +59,8 @@ def node_report(
             admitted_pods=admitted,
             pending_pods=pending,
             problem=None,
+            pending_groups=groups[0],
+            admitted_groups=groups[1],
         )
     config = tree.config(name)
     named = sorted(set(config.min) | set(config.max)) if config else []
@@ -61,4 +72,6 @@ def node_report(
         admitted_pods=admitted,
         pending_pods=pending,
         problem=tree.problems.get(name),
+        pending_groups=groups[0],
+        admitted_groups=groups[1],
     )

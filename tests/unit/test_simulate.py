@@ -47,7 +47,8 @@ def test_json_report_has_the_stable_keys(tmp_path: Path) -> None:
     code, out, err = run(tmp_path, HEADER + pod_yaml("p1", "1"), "-o", "json")
     assert code == 0, err
     report = json.loads(out)
-    assert list(report) == ["capacity", "nodes", "pods"]
+    assert list(report) == ["capacity", "nodes", "pods", "groups"]
+    assert report["groups"] == {}  # no pod groups here
     assert report["capacity"] == {"cpu": "10"}
     node = report["nodes"]["a"]
     for key in ("kind", "namespace", "parent", "min", "max", "request", "runtime", "used"):

@@ -113,11 +113,29 @@ def sim(tmp_path: Path, *docs: dict[str, Any], extra: str = "") -> dict[str, Any
     return to_json(simulate([path]))
 
 
-def test_a_job_in_the_simulator(tmp_path: Path) -> None:
+def test_a_job_in_the_simulator_is_one_group_that_waits_whole(tmp_path: Path) -> None:
+    # Four pods of one cpu in a quota of 3: a group of four that can never fit, none admitted.
     report = sim(tmp_path, workload("Job", "batch/v1", parallelism=4, completions=4))
     states = sorted(e["state"] for e in report["pods"].values())
-    assert states == ["admitted"] * 3 + ["pending"]
+    assert states == ["pending"] * 4
     assert all(key.startswith("team/w-") for key in report["pods"])
+    group = report["groups"]["team/w"]
+    assert (group["name"], group["quota"], group["state"], group["size"]) == (
+        "w",
+        "q",
+        "pending",
+        4,
+    )
+    assert group["reason"] == (
+        "waiting: pod group team/w can never fit: its 4 pods request cpu 4 in all, "
+        "over ElasticQuota q's max 3"
+    )
+
+
+def test_a_job_of_parallelism_one_is_no_group(tmp_path: Path) -> None:
+    report = sim(tmp_path, workload("Job", "batch/v1", parallelism=1, completions=5))
+    assert [e["state"] for e in report["pods"].values()] == ["admitted"]
+    assert report["groups"] == {}
 
 
 def test_a_job_of_another_group_is_refused(tmp_path: Path) -> None:
