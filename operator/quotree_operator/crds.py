@@ -201,7 +201,7 @@ def _status_schema(leaf: bool) -> dict[str, Any]:
 
 
 def _columns(leaf: bool) -> list[dict[str, Any]]:
-    columns = [
+    columns: list[dict[str, Any]] = [
         {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
         {"name": "Tree", "type": "string", "jsonPath": ".spec.tree"},
         {

@@ -4,9 +4,9 @@
   the shell (decisions, admissions, evictions) and the webhook server (durations, errors),
   and the `quotree_leader` gauge.
 - `tree_samples(engine)`: a pure function from the engine's reports to the per-node gauges
-  (`quotree_min|max|request|runtime|used`, `quotree_pods`, `quotree_pod_groups`). The registry calls it at every
-  scrape through `TreeCollector`, so the gauges are never stale and a node that is deleted
-  disappears from the next scrape.
+  (`quotree_min|max|request|runtime|used`, `quotree_pods`, `quotree_pod_groups`). The
+  registry calls it at every scrape through `TreeCollector`, so the gauges are never stale
+  and a node that is deleted disappears from the next scrape.
 The server (`/metrics`, the tree page and its JSON) is in page.py.
 
 Cardinality is bounded by the tree: labels name nodes, resources, pod states, webhooks and
