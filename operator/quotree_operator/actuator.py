@@ -47,6 +47,15 @@ def _split(key: str) -> tuple[str, str]:
     return namespace, name
 
 
+def _told(eviction: Eviction) -> str:
+    """An eviction's event text: its reason, and the group it goes with (api.md: events on
+    the pods name the group)."""
+    group = eviction.group
+    if group is None or f"pod group {group}" in eviction.reason:
+        return eviction.reason
+    return f"{eviction.reason}; with the whole of pod group {group}"
+
+
 class Actuator:
     """See module docstring."""
 
@@ -79,8 +88,9 @@ class Actuator:
             )
         jobs: dict[tuple[str, str], list[Eviction]] = {}
         for eviction in decisions.evictions:
-            if eviction.job is not None:  # a Job's pod group: the Job is suspended
-                jobs.setdefault((_split(eviction.pod)[0], eviction.job), []).append(eviction)
+            job = self._job_of(eviction)
+            if job is not None:  # a Job's pod group: the Job is suspended
+                jobs.setdefault((_split(eviction.pod)[0], job), []).append(eviction)
             else:
                 self._spawn(self._evict(eviction))
         for (namespace, job), evictions in jobs.items():
@@ -270,7 +280,17 @@ class Actuator:
             return
         logger.info("%s %s: %s", eviction.kind, eviction.pod, eviction.reason)
         METRICS.evicted(eviction.quota, eviction.kind)
-        await self._event(eviction.pod, eviction.kind, eviction.reason, warning=True)
+        await self._event(eviction.pod, eviction.kind, _told(eviction), warning=True)
+
+    def _job_of(self, eviction: Eviction) -> str | None:
+        """The Job to suspend for an eviction: its group's Job, also when the group is
+        named by its label (the webhook labels a Job's pods) and the pod is a Job's."""
+        if eviction.group is None:
+            return None
+        if eviction.job is not None:
+            return eviction.job
+        record = self.inputs.engine.pods.get(eviction.pod)
+        return record.facts.owner_job if record is not None else None
 
     async def _suspend(self, namespace: str, job: str, evictions: list[Eviction]) -> None:
         """Evict a Job's pod group by suspending the Job (jobs.py says why and how it is
@@ -299,7 +319,7 @@ class Actuator:
         for eviction in evictions:
             METRICS.evicted(eviction.quota, eviction.kind)
         await asyncio.gather(
-            *(self._event(e.pod, e.kind, e.reason, warning=True) for e in evictions)
+            *(self._event(e.pod, e.kind, _told(e), warning=True) for e in evictions)
         )
 
     async def _label(self, key: str, standing: str) -> None:

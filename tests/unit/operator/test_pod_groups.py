@@ -220,3 +220,26 @@ def test_gated_job_pods_are_counted_by_job_until_they_go() -> None:
     controller.inputs.observe_pod(done, deleted=False)
     controller.inputs.forget_pod("team/train-0")
     assert controller.inputs.job_pods == {}
+
+
+async def test_a_group_named_by_its_label_whose_pods_are_a_jobs_is_evicted_by_suspension() -> None:
+    # The webhook labels a Job's pods with their group, so the engine knows the group by
+    # its label; the pods are still the Job's, and evicting them would fail the Job.
+    kube = FakeKube()
+    controller = controller_with(kube, gpus=4)
+    kube.jobs["team/train"] = job()
+    for i in range(4):
+        body = job_pod(i)
+        body["metadata"]["labels"] = {POD_GROUP_LABEL: "train"}
+        body["metadata"]["annotations"] = {POD_GROUP_SIZE_ANNOTATION: "4"}
+        controller.inputs.observe_pod(body, deleted=False)
+    why = "ElasticQuota team is above its runtime"
+    labelled = [
+        Eviction(f"team/train-{i}", "team", "Reclaimed", why, "team/train") for i in range(4)
+    ]
+    await carry_out(controller, Decisions(evictions=labelled))
+    assert kube.job_suspends == [("team/train", True)]
+    assert kube.evictions == []
+    assert {e.message for e in kube.pod_events} == {
+        f"{why}; with the whole of pod group team/train"
+    }
