@@ -156,6 +156,7 @@ class GangAdmission:
             message = admission.fit_message(name, node, member)
             decider._admitted(out, member, f"{message}, with pod group {group.key}")
         group.state, group.reason = ADMITTED, f"admitted to ElasticQuota {name}"
+        group.core = {m.key for m in members}
         group.admitted_since, group.placed = None, False
 
     def _place(
@@ -254,6 +255,7 @@ class GangAdmission:
                 verdict.node, unit.request_in(where), verdict.amounts, lenders
             )
         else:
+            several = decider.forest.several
             text = admission.why_not(
                 where,
                 verdict.node,
@@ -261,6 +263,7 @@ class GangAdmission:
                 unit,
                 verdict.amounts,
                 non_preemptible=verdict.broken is Rule.NON_PREEMPTIBLE,
+                tree=decider.forest.label(verdict.node) if several else None,
             )
         self._say(group, members, f"pod group {group.key} ({len(members)} pods) {text}", out)
 
@@ -282,7 +285,11 @@ class GangAdmission:
         if book is None:
             return
         ledger = self._decider.ledger
-        for group in book.groups.values():
+        for group in list(book.groups.values()):
+            if not group.pods:  # requeued, its pods gone: kept for its backoff only
+                if now >= group.not_before:
+                    del book.groups[group.key]
+                continue
             if group.state == INCOMPLETE:
                 if group.incomplete_since is None:
                     group.incomplete_since = now
@@ -344,7 +351,10 @@ class GangAdmission:
             eviction = out.evictions[index]
             record = ledger.pods.get(eviction.pod)
             group = book.groups.get(record.group or "") if record is not None else None
-            if group is not None:
+            if group is not None and eviction.pod not in group.core:
+                # A pod that joined an admitted group (above an elastic group's min) goes alone.
+                out.evictions[index] = dataclasses.replace(eviction, group=group.key)
+            elif group is not None:
                 out.evictions[index] = _named(eviction, group)
                 group.evicted = True
                 for member in book.members(group):

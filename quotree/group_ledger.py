@@ -78,6 +78,9 @@ class GroupRecord:
     backoff: float = 0.0
     not_before: float = 0.0
     evicted: bool = False  # its eviction was asked for: its pods leave
+    #: The pods admitted as the unit (an elastic group's first `min`); the others joined
+    #: one by one afterwards and are evicted one by one.
+    core: set[str] = field(default_factory=set)
 
     @property
     def declaration(self) -> tuple[str | None, GroupSpec, int]:
@@ -178,6 +181,7 @@ class GroupLedger:
             return self._intake.forget(key)
         group = self.groups[group_key]
         group.pods.pop(key, None)
+        group.core.discard(key)
         self._ledger.grouped.pop(key, None)
         if key in group.held:
             group.held.discard(key)
@@ -186,7 +190,11 @@ class GroupLedger:
         else:
             record = self._intake.forget(key)
         if not group.pods:
-            del self.groups[group_key]
+            if not group.not_before:
+                del self.groups[group_key]
+                return record
+            # Requeued: its backoff outlives its pods (their controller makes them again).
+            group.state, group.core, group.evicted = INCOMPLETE, set(), False
         elif group.state == ADMITTED and not self._admitted_members(group):
             group.state = PENDING  # evicted or ended: it waits again whole
             group.admitted_since, group.placed, group.evicted = None, False, False
@@ -283,8 +291,9 @@ class GroupLedger:
             self._ledger.grouped[key] = (group.key, self._rank(group, facts))
             self._intake.observe(facts)
         group.held.clear()
-        if any(r.state is PodState.ADMITTED for r in self.members(group)):
-            group.state = ADMITTED  # it runs already (taken in without the gate)
+        running = {r.key for r in self.members(group) if r.state is PodState.ADMITTED}
+        if running:
+            group.state, group.core = ADMITTED, running  # it runs already (no gate)
 
     def _hold_again(self, group: GroupRecord) -> None:
         """A pending group lost pods below its min: its pods hold nothing again."""

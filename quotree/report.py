@@ -210,6 +210,16 @@ def render_tree(
     key_width = max([30] + [len(k) for k, _ in listed])
     for key, entry in listed:
         lines.append(f"  {key:<{key_width}} {entry['state']:<10} {entry['reason']}")
+    groups = data.get("groups") or {}
+    if groups:
+        states: dict[str, int] = {}
+        for entry in groups.values():
+            states[entry["state"]] = states.get(entry["state"], 0) + 1
+        lines.append("")
+        lines.append("pod groups: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())))
+        for key, entry in groups.items():
+            if entry["state"] != "admitted":
+                lines.append(f"  {key:<{key_width}} {entry['state']:<10} {entry['reason']}")
     for warning in dict.fromkeys(warnings):  # each once, in order
         lines.append(f"warning: {warning}")
     return "\n".join(lines)

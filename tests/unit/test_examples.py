@@ -37,6 +37,7 @@ def test_every_example_is_covered() -> None:
         "forest.yaml",
         "flavors.yaml",
         "gpu-memory.yaml",
+        "gang.yaml",
     }
     assert {p.name for p in EXAMPLES.glob("*.yaml")} == tested
 
@@ -190,4 +191,24 @@ def test_gpu_memory() -> None:
     assert (
         "quotree.io/gpu-memory: used 240Gi + request 80Gi > runtime 250Gi"
         in (pods["team-a/job-4"]["reason"])
+    )
+
+
+def test_gang() -> None:
+    report = run("gang.yaml")
+    assert used(report, "team", "nvidia.com/gpu") == "6"
+    groups = {key: entry["state"] for key, entry in report["groups"].items()}
+    assert groups == {
+        "team/sweep": "admitted",
+        "team/train-a": "admitted",
+        "team/train-b": "pending",
+    }
+    states = pod_states(report)
+    assert sorted(k for k, s in states.items() if s == "pending") == sorted(
+        report["groups"]["team/train-b"]["pods"]
+    )
+    assert len([s for s in states.values() if s == "admitted"]) == 6
+    assert report["groups"]["team/train-b"]["reason"] == (
+        "pod group team/train-b (4 pods) does not fit in ElasticQuota team: nvidia.com/gpu: "
+        "used 6 + request 4 > runtime 6 (min 6, cap 6)"
     )
