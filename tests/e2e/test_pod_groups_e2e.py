@@ -67,7 +67,7 @@ def long_job(name: str, ns: str, pods: int, requests: dict[str, str]) -> dict[st
     return job
 
 
-def quota(name: str, ns: str, gpus: int, **spec: Any) -> dict[str, Any]:
+def gpu_quota(name: str, ns: str, gpus: int, **spec: Any) -> dict[str, Any]:
     return k.quota(name, ns, min={GPU: str(gpus)}, max={GPU: str(gpus)}, **spec)
 
 
@@ -94,7 +94,7 @@ def wait_known(cluster: ModuleType, name: str, ns: str) -> None:
 def test_a_job_that_does_not_fit_waits_whole_then_runs_whole(
     cluster: ModuleType, operator: OperatorProcess, namespace: str
 ) -> None:
-    k.apply(quota("gang", namespace, 3))
+    k.apply(gpu_quota("gang", namespace, 3))
     wait_known(cluster, "gang", namespace)
     k.apply(long_job("train", namespace, 4, {GPU: "1"}))
     pods = cluster.wait_until(
@@ -107,7 +107,7 @@ def test_a_job_that_does_not_fit_waits_whole_then_runs_whole(
         lambda: k.status("eq", "gang", namespace).get("pendingGroups") == 1, 30, "1 pending group"
     )
     held_for(4, lambda: admitted(namespace, "train") == 0, "a pod of train was admitted")
-    k.apply(quota("gang", namespace, 4))
+    k.apply(gpu_quota("gang", namespace, 4))
     cluster.wait_until(lambda: admitted(namespace, "train") == 4, 60, "all 4 pods admitted")
     status = cluster.wait_until(
         lambda: (s := k.status("eq", "gang", namespace)).get("admittedGroups") == 1 and s,
@@ -123,7 +123,7 @@ def test_a_job_that_does_not_fit_waits_whole_then_runs_whole(
 def test_two_jobs_in_room_for_one_run_one_whole_and_hold_the_other_whole(
     cluster: ModuleType, operator: OperatorProcess, namespace: str
 ) -> None:
-    k.apply(quota("pair", namespace, 6))
+    k.apply(gpu_quota("pair", namespace, 6))
     wait_known(cluster, "pair", namespace)
     k.apply(*(long_job(name, namespace, 4, {GPU: "1"}) for name in ("left", "right")))
     cluster.wait_until(
@@ -188,7 +188,7 @@ def group_pod(name: str, ns: str, size: int, group: str = "mpi") -> dict[str, An
 def test_plain_pods_form_a_group_and_a_pod_that_disagrees_is_refused(
     cluster: ModuleType, operator: OperatorProcess, namespace: str, tmp_path: Path
 ) -> None:
-    k.apply(quota("plain", namespace, 2))
+    k.apply(gpu_quota("plain", namespace, 2))
     wait_known(cluster, "plain", namespace)
     k.apply(*(group_pod(f"mpi-{i}", namespace, 3) for i in range(3)))
     cluster.wait_until(
@@ -203,7 +203,7 @@ def test_plain_pods_form_a_group_and_a_pod_that_disagrees_is_refused(
         f"pod group {namespace}/mpi: this pod's size is 4, but the group's other pods have size 3"
         in refused.stderr
     ), refused.stderr
-    k.apply(quota("plain", namespace, 3))
+    k.apply(gpu_quota("plain", namespace, 3))
     cluster.wait_until(lambda: len(k.admitted_pods(namespace)) == 3, 60, "the group admitted")
 
 
