@@ -207,11 +207,6 @@ def test_plain_pods_form_a_group_and_a_pod_that_disagrees_is_refused(
     cluster.wait_until(lambda: len(k.admitted_pods(namespace)) == 3, 60, "the group admitted")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the engine forgets a group, and its backoff, when all its pods are gone "
-    "(quotree/group_ledger.py GroupLedger.forget); the Job's new pods are admitted at once",
-)
 def test_a_group_the_nodes_cannot_place_is_requeued_with_a_backoff(
     cluster: ModuleType, operator: OperatorProcess, namespace: str
 ) -> None:
