@@ -131,7 +131,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         raise kopf.TemporaryError(startup.explain(exc), delay=startup.RETRY_DELAY) from None
     webhooks = None
     if config.webhooks:
-        webhooks = WebhookState(controller.engine, webhook_settings(config))
+        webhooks = WebhookState(
+            controller.engine, webhook_settings(config), groups=controller.inputs.book
+        )
         webhooks.on_answer = METRICS.webhook
         webhook_server.configure(settings, webhooks, WebhookCalls(kube))
     process = Process(config, kube, controller, webhooks)
@@ -153,6 +155,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         asyncio.create_task(coro, name=name)
         for name, coro in (
             ("quotree-pods", controller.watch_pods()),
+            ("quotree-jobs", controller.watch_jobs()),
             ("quotree-cohorts", controller.watch_quota_objects("Cohort")),
             ("quotree-elasticquotas", controller.watch_quota_objects("ElasticQuota")),
             ("quotree-decisions", controller.decision_loop()),

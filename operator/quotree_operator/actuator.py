@@ -47,6 +47,15 @@ def _split(key: str) -> tuple[str, str]:
     return namespace, name
 
 
+def _told(eviction: Eviction) -> str:
+    """An eviction's event text: its reason, and the group it goes with (api.md: events on
+    the pods name the group)."""
+    group = eviction.group
+    if group is None or f"pod group {group}" in eviction.reason:
+        return eviction.reason
+    return f"{eviction.reason}; with the whole of pod group {group}"
+
+
 class Actuator:
     """See module docstring."""
 
@@ -77,12 +86,21 @@ class Actuator:
             self._spawn(
                 self._admit(key, labels.pop(key, None), message, decisions.flavors.get(key))
             )
+        jobs: dict[tuple[str, str], list[Eviction]] = {}
         for eviction in decisions.evictions:
-            self._spawn(self._evict(eviction))
+            job = self._job_of(eviction)
+            if job is not None:  # a Job's pod group: the Job is suspended
+                jobs.setdefault((_split(eviction.pod)[0], job), []).append(eviction)
+            else:
+                self._spawn(self._evict(eviction))
+        for (namespace, job), evictions in jobs.items():
+            self._spawn(self._suspend(namespace, job, evictions))
         for key, label in labels.items():
             self._spawn(self._label(key, label))
         for key, reason in decisions.pending.items():
             self._spawn(self._event(key, "Pending", reason))
+        for key, reason, message in decisions.warnings:
+            self._spawn(self._event(key, reason, message, warning=True))
 
     async def _retrying(self, what: str, call: Callable[[], Awaitable[None]]) -> bool:
         """Run `call` until it succeeds; False when the pod is gone; raises after RETRIES."""
@@ -262,7 +280,47 @@ class Actuator:
             return
         logger.info("%s %s: %s", eviction.kind, eviction.pod, eviction.reason)
         METRICS.evicted(eviction.quota, eviction.kind)
-        await self._event(eviction.pod, eviction.kind, eviction.reason, warning=True)
+        await self._event(eviction.pod, eviction.kind, _told(eviction), warning=True)
+
+    def _job_of(self, eviction: Eviction) -> str | None:
+        """The Job to suspend for an eviction: its group's Job, also when the group is
+        named by its label (the webhook labels a Job's pods) and the pod is a Job's."""
+        if eviction.group is None:
+            return None
+        if eviction.job is not None:
+            return eviction.job
+        record = self.inputs.engine.pods.get(eviction.pod)
+        return record.facts.owner_job if record is not None else None
+
+    async def _suspend(self, namespace: str, job: str, evictions: list[Eviction]) -> None:
+        """Evict a Job's pod group by suspending the Job (jobs.py says why and how it is
+        resumed), then tell each pod why."""
+        first = evictions[0]
+        try:
+            async with self._writes:
+                await self.kube.suspend_job(namespace, job, True, first.kind)
+        except KubeError as exc:
+            if exc.status == 404:
+                return  # the Job is gone, and its pods with it
+            logger.info("%s; will retry", exc)
+            for eviction in evictions:
+                self.inputs.engine.eviction_refused(eviction.pod)
+            self.inputs.signals.wake.set()
+            return
+        logger.info(
+            "%s Job %s/%s (pod group %s, %d pods): suspended; %s",
+            first.kind,
+            namespace,
+            job,
+            first.group,
+            len(evictions),
+            first.reason,
+        )
+        for eviction in evictions:
+            METRICS.evicted(eviction.quota, eviction.kind)
+        await asyncio.gather(
+            *(self._event(e.pod, e.kind, _told(e), warning=True) for e in evictions)
+        )
 
     async def _label(self, key: str, standing: str) -> None:
         namespace, name = _split(key)

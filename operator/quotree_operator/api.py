@@ -29,7 +29,7 @@ class KubeAPI(Protocol):
 
     def watch_events(self, what: str, version: str) -> AsyncGenerator[dict[str, Any], None]: ...
 
-    # ------------------------------------------------------------ pods and namespaces
+    # ------------------------------------------------------------ pods, Jobs and namespaces
 
     async def admit(
         self,
@@ -50,6 +50,10 @@ class KubeAPI(Protocol):
     async def label_namespace(self, name: str, label: str, value: str | None) -> None: ...
 
     async def evict(self, namespace: str, name: str) -> None: ...
+
+    async def suspend_job(
+        self, namespace: str, name: str, suspend: bool, why: str | None = None
+    ) -> None: ...
 
     async def pod_event(
         self,

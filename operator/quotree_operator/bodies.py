@@ -14,9 +14,20 @@ from typing import Any
 
 from quotree.models import ADMISSION_GATE, FLAVOR_LABEL, GROUP, STANDING_LABEL, VERSION
 
-__all__ = ["COMPONENT", "admission_patch", "eviction", "object_event", "pod_event"]
+__all__ = [
+    "COMPONENT",
+    "EVICTED_ANNOTATION",
+    "admission_patch",
+    "eviction",
+    "job_suspension",
+    "object_event",
+    "pod_event",
+]
 
 COMPONENT = "quotree-operator"
+#: On a Job quotree suspended to evict its pod group: it resumes the Job (and removes the
+#: annotation) once the Job's pods are gone, also after a restart of the operator.
+EVICTED_ANNOTATION = "quotree.io/evicted"
 #: The API server keeps an Event's message to this many characters.
 EVENT_MESSAGE_LIMIT = 1024
 
@@ -159,3 +170,12 @@ def quota_event(
         "name": name,
     }
     return body
+
+
+def job_suspension(suspend: bool, why: str | None = None) -> dict[str, Any]:
+    """The merge patch that suspends a Job (marked EVICTED_ANNOTATION, `why`: the eviction's
+    kind) or resumes it (the mark removed)."""
+    return {
+        "metadata": {"annotations": {EVICTED_ANNOTATION: (why or "true") if suspend else None}},
+        "spec": {"suspend": suspend},
+    }

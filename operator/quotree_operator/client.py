@@ -29,6 +29,7 @@ from quotree.models import GROUP, STANDING_LABEL, VERSION
 from quotree_operator import bodies
 from quotree_operator.connection import open_api
 from quotree_operator.kube_errors import KubeError
+from quotree_operator.resources import call_for, events_of
 
 __all__ = ["Kube"]
 
@@ -66,6 +67,7 @@ class Kube:
         self.coordination: Any = client.CoordinationV1Api(api)
         self.authentication: Any = client.AuthenticationV1Api(api)
         self.admission: Any = client.AdmissionregistrationV1Api(api)
+        self.batch: Any = client.BatchV1Api(api)
 
     @classmethod
     async def connect(cls, pool: int = 64) -> Kube:
@@ -112,7 +114,8 @@ class Kube:
     # ------------------------------------------------------------ listing
 
     async def list_all(self, what: str) -> list[dict[str, Any]]:
-        """Every Node, Pod, Cohort, ElasticQuota or ResourceFlavor (pages of 500), with `kind`."""
+        """Every Node, Pod, Job, Cohort, ElasticQuota or ResourceFlavor (pages of 500), with
+        `kind`."""
         items, _ = await self.list_with_version(what)
         return items
 
@@ -153,25 +156,14 @@ class Kube:
         kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
         if token:
             kwargs["_continue"] = token
-        if what == "nodes":
-            call, kind = self.core.list_node(**kwargs), "Node"
-        elif what == "pods":
-            call, kind = self.core.list_pod_for_all_namespaces(**kwargs), "Pod"
-        else:
-            plural = {"Cohort": "cohorts", "ResourceFlavor": "resourceflavors"}.get(
-                what, "elasticquotas"
-            )
-            call, kind = (
-                self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs),
-                what,
-            )
+        call, kind = call_for(self, what, kwargs)
         data: dict[str, Any] = await self.read(f"list {what}", call)
         for item in data.get("items") or ():
             item.setdefault("kind", kind)
         return data
 
     async def watch_events(self, what: str, version: str) -> AsyncGenerator[dict[str, Any], None]:
-        """One watch of every Pod, Cohort or ElasticQuota (`what` as for `list_pages`) from
+        """One watch of every Pod, Job, Cohort or ElasticQuota (`what` as for `list_pages`) from
         `version`: each event as the API sends it, parsed.
 
         Events are `{"type": ..., "object": ...}` with the object as the API's own JSON
@@ -188,26 +180,11 @@ class Kube:
             "_preload_content": False,
             "_request_timeout": (30, WATCH_TIMEOUT + 60),
         }
-        if what == "pods":
-            call = self.core.list_pod_for_all_namespaces(**options)
-        else:
-            plural = "cohorts" if what == "Cohort" else "elasticquotas"
-            call = self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **options)
+        call, _ = call_for(self, what, options)
         response = await self._call(f"watch {what}", call)
-        buffer = b""
         try:
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    try:
-                        event = json.loads(line)
-                    except ValueError:
-                        logger.warning("%s watch: unreadable event %r", what, line[:200])
-                        continue
-                    yield event
+            async for event in events_of(response, what):
+                yield event
         except Exception as exc:
             if _failed_call(exc):
                 raise _convert(exc, f"watch {what}") from None
@@ -275,6 +252,22 @@ class Kube:
         await self.discard(
             f"Pod {namespace}/{name}: evict",
             self.core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False),
+        )
+
+    async def suspend_job(
+        self, namespace: str, name: str, suspend: bool, why: str | None = None
+    ) -> None:
+        """Suspend a Job (its pods stop and are not counted failed: a pod group evicted as
+        a whole) or resume it (bodies.job_suspension)."""
+        await self.discard(
+            f"Job {namespace}/{name}: {'suspend' if suspend else 'resume'}",
+            self.batch.patch_namespaced_job(
+                name,
+                namespace,
+                bodies.job_suspension(suspend, why),
+                _content_type=_MERGE_PATCH,
+                _preload_content=False,
+            ),
         )
 
     async def pod_event(

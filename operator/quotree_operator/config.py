@@ -33,6 +33,12 @@ class OperatorConfig:
     default_quota: str | None = None
     #: Seconds a quota may stay above its runtime before reclaim (QUOTREE_RECLAIM_DELAY).
     reclaim_delay: float = 30.0
+    #: Seconds a pod group may wait for all its pods before its GroupIncomplete event
+    #: (QUOTREE_GROUP_TIMEOUT).
+    group_timeout: float = 300.0
+    #: Seconds an admitted pod group's pods may stay unscheduled before the group is
+    #: evicted and waits again (QUOTREE_SCHEDULING_TIMEOUT).
+    scheduling_timeout: float = 300.0
     #: Log level (QUOTREE_LOG_LEVEL).
     log_level: str = "INFO"
     #: Serve the admission webhooks from this process (QUOTREE_WEBHOOKS, "0" to turn off).
@@ -77,6 +83,10 @@ class OperatorConfig:
             system_namespaces=_csv(env.get("QUOTREE_SYSTEM_NAMESPACES", "")),
             default_quota=env.get("QUOTREE_DEFAULT_QUOTA") or None,
             reclaim_delay=float(env.get("QUOTREE_RECLAIM_DELAY", defaults.reclaim_delay)),
+            group_timeout=float(env.get("QUOTREE_GROUP_TIMEOUT", defaults.group_timeout)),
+            scheduling_timeout=float(
+                env.get("QUOTREE_SCHEDULING_TIMEOUT", defaults.scheduling_timeout)
+            ),
             log_level=env.get("QUOTREE_LOG_LEVEL", defaults.log_level).upper(),
             webhooks=env.get("QUOTREE_WEBHOOKS", "1") not in ("0", "false", "no"),
             webhook_host=env.get("QUOTREE_WEBHOOK_HOST", defaults.webhook_host),

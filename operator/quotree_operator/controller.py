@@ -21,6 +21,7 @@ from quotree_operator.api import KubeAPI
 from quotree_operator.config import OperatorConfig
 from quotree_operator.desired_status import StatusMemory
 from quotree_operator.inputs import Inputs, Signals
+from quotree_operator.jobs import Jobs
 from quotree_operator.metrics import METRICS
 from quotree_operator.namespaces import NamespaceLabels
 from quotree_operator.podwatch import PodWatch
@@ -41,21 +42,27 @@ class Controller:
             system_namespaces=config.never_gated,
             default_quota=config.default_quota,
             reclaim_delay=config.reclaim_delay,
+            group_timeout=config.group_timeout,
+            scheduling_timeout=config.scheduling_timeout,
         )
         if config.maintenance:
             self.engine.set_maintenance("QUOTREE_MAINTENANCE is set on the operator")
         self.signals = Signals()
         memory = StatusMemory()
         self.inputs = Inputs(self.engine, memory, self.signals)
+        self.jobs = Jobs(self.engine, self.inputs, self.inputs.book)
         self.actuator = Actuator(kube, self.inputs, config.concurrency)
         self.status_writer = StatusWriter(kube, self.inputs, memory, config.concurrency)
         self.pod_watch = PodWatch(kube, self.inputs.observe_pod, self.inputs.relist_pods)
         self.namespaces = NamespaceLabels(self.engine, kube)
         self.kube = kube
         self._pods_version = ""  # resourceVersion of the pod list load() read
+        self._jobs_version = ""  # and of the Job list
 
     async def load(self) -> None:
-        """Rebuild the engine from the API; call before any watch starts."""
+        """Rebuild the engine from the API; call before any watch starts. Jobs come
+        before pods, so that a Job's pods find their group."""
+        self._jobs_version = await self.jobs.load(self.kube)
         self._pods_version = await self.inputs.load(self.kube)
 
     async def watch_quota_objects(self, kind: str) -> None:
@@ -76,6 +83,11 @@ class Controller:
     async def watch_pods(self) -> None:
         """Every pod change after `load()` (from its list's resourceVersion), forever."""
         await self.pod_watch.run(self._pods_version)
+
+    async def watch_jobs(self) -> None:
+        """Every Job change after `load()`, forever (jobs.py)."""
+        watch = PodWatch(self.kube, self.jobs.observe, self.jobs.relist, what="jobs")
+        await watch.run(self._jobs_version)
 
     def set_leading(self, leading: bool) -> None:
         """This replica (no longer) holds the leader Lease."""
@@ -111,3 +123,5 @@ class Controller:
                 self._decided_on(decisions)
                 self.actuator.carry_out(decisions)
                 signals.status_dirty.set()
+            if self.jobs.evicted:
+                self.jobs.resume_due(self.kube)

@@ -195,11 +195,13 @@ def _status_schema(leaf: bool) -> dict[str, Any]:
     if leaf:
         properties["admittedPods"] = {"type": "integer", "format": "int64"}
         properties["pendingPods"] = {"type": "integer", "format": "int64"}
+        properties["admittedGroups"] = {"type": "integer", "format": "int64"}
+        properties["pendingGroups"] = {"type": "integer", "format": "int64"}
     return {"type": "object", "properties": properties}
 
 
 def _columns(leaf: bool) -> list[dict[str, Any]]:
-    columns = [
+    columns: list[dict[str, Any]] = [
         {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
         {"name": "Tree", "type": "string", "jsonPath": ".spec.tree"},
         {
@@ -213,6 +215,20 @@ def _columns(leaf: bool) -> list[dict[str, Any]]:
         columns += [
             {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedPods"},
             {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingPods"},
+            {
+                "name": "Admitted Groups",
+                "type": "integer",
+                "jsonPath": ".status.admittedGroups",
+                "description": "Pod groups admitted whole (kubectl get -o wide).",
+                "priority": 1,
+            },
+            {
+                "name": "Pending Groups",
+                "type": "integer",
+                "jsonPath": ".status.pendingGroups",
+                "description": "Pod groups waiting whole (kubectl get -o wide).",
+                "priority": 1,
+            },
         ]
     columns += [
         {

@@ -114,6 +114,8 @@ def desired(engine: Engine, name: str, is_quota: bool, bad_spec: str | None = No
     if is_quota:
         status["admittedPods"] = report.admitted_pods
         status["pendingPods"] = report.pending_pods
+        status["admittedGroups"] = report.admitted_groups
+        status["pendingGroups"] = report.pending_groups
     annotations = {
         f"quotree.io/{key}": json.dumps(value, sort_keys=True, separators=(",", ":"))
         for key, value in lists.items()

@@ -29,6 +29,7 @@ from typing import Any
 from quotree.capacity import node_allocatable
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import parse_flavor
+from quotree.group_book import GroupBook
 from quotree.models import ADMISSION_GATE, ConfigError, parse_node
 from quotree.podfacts import PodFacts, pod_facts
 from quotree_operator.api import KubeAPI
@@ -98,8 +99,16 @@ def pod_key(body: Mapping[str, Any]) -> str:
 class Inputs:
     """See module docstring."""
 
-    def __init__(self, engine: Engine, memory: StatusMemory, signals: Signals) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        memory: StatusMemory,
+        signals: Signals,
+        book: GroupBook | None = None,
+    ) -> None:
         self.engine = engine
+        #: The Jobs and group declarations the webhooks read (jobs.py fills in the Jobs).
+        self.book = book if book is not None else GroupBook()
         self.memory = memory
         self.signals = signals
         self.pods: dict[str, PodHandle] = {}  # pod key -> handle, for pods not finished
@@ -118,6 +127,10 @@ class Inputs:
         self.dirty = StatusDirty()
         #: resourceVersion of load()'s Cohort and ElasticQuota lists: their watches start there.
         self.list_versions: dict[str, str] = {}
+        #: "namespace/job" -> its pods not finished (jobs.py resumes an evicted Job when
+        #: none is left).
+        self.job_pods: dict[str, set[str]] = {}
+        self._pod_jobs: dict[str, str] = {}  # pod key -> "namespace/job", for those pods
 
     def observe_cluster_node(self, body: Mapping[str, Any], deleted: bool) -> None:
         """A Kubernetes Node was added, changed or deleted: the cluster's capacity.
@@ -212,7 +225,11 @@ class Inputs:
             if facts.terminal:
                 self.pods.pop(key, None)
                 self.admitting.discard(key)
+                self._job_pod_gone(key)
             else:
+                if facts.owner_job is not None and key not in self._pod_jobs:
+                    job = self._pod_jobs[key] = f"{facts.namespace}/{facts.owner_job}"
+                    self.job_pods.setdefault(job, set()).add(key)
                 self.pods[key] = PodHandle(
                     metadata.get("uid"),
                     gates,
@@ -222,6 +239,7 @@ class Inputs:
                 if ADMISSION_GATE not in gates and not read:
                     self.admitting.discard(key)  # the gate removal is done
             self.engine.observe_pod(facts)
+            self._declare(facts)
             self._match_gate(facts)
             self.status_changed(before, self._counted_as(key), facts.namespace)
         self.signals.changed()
@@ -287,8 +305,25 @@ class Inputs:
         record = self.engine.forget_pod(key)
         if record is not None:
             self.status_changed(before, None, record.facts.namespace)
+            self._declare(record.facts)
+        self._job_pod_gone(key)
         self.pods.pop(key, None)
         self.admitting.discard(key)
+
+    def _declare(self, facts: PodFacts) -> None:
+        """What the pod's group declares now, for the webhooks (group_book.py)."""
+        name = facts.group.name if facts.group is not None else facts.owner_job
+        if name is not None:
+            declared = self.engine.group_declaration(facts.namespace, name)
+            self.book.declare(f"{facts.namespace}/{name}", declared)
+
+    def _job_pod_gone(self, key: str) -> None:
+        job = self._pod_jobs.pop(key, None)
+        pods = self.job_pods.get(job or "")
+        if job is not None and pods is not None:
+            pods.discard(key)
+            if not pods:
+                del self.job_pods[job]
 
     def relist_quota_objects(self, kind: str, bodies: list[dict[str, Any]]) -> None:
         """The watch of `kind` had to list again (410 Gone): forget the objects that went

@@ -4,9 +4,9 @@
   the shell (decisions, admissions, evictions) and the webhook server (durations, errors),
   and the `quotree_leader` gauge.
 - `tree_samples(engine)`: a pure function from the engine's reports to the per-node gauges
-  (`quotree_min|max|request|runtime|used`, `quotree_pods`). The registry calls it at every
-  scrape through `TreeCollector`, so the gauges are never stale and a node that is deleted
-  disappears from the next scrape.
+  (`quotree_min|max|request|runtime|used`, `quotree_pods`, `quotree_pod_groups`). The
+  registry calls it at every scrape through `TreeCollector`, so the gauges are never stale
+  and a node that is deleted disappears from the next scrape.
 The server (`/metrics`, the tree page and its JSON) is in page.py.
 
 Cardinality is bounded by the tree: labels name nodes, resources, pod states, webhooks and
@@ -95,6 +95,11 @@ def tree_samples(engine: Engine) -> list[Sample]:
             pod_labels = (("node", name), ("namespace", config.namespace or ""))
             out.append(Sample("pods", (*pod_labels, ("state", "admitted")), report.admitted_pods))
             out.append(Sample("pods", (*pod_labels, ("state", "pending")), report.pending_pods))
+            for state, count in (
+                ("admitted", report.admitted_groups),
+                ("pending", report.pending_groups),
+            ):
+                out.append(Sample("pod_groups", (*pod_labels, ("state", state)), count))
     return out
 
 
@@ -106,6 +111,7 @@ _HELP = {
     "(status.runtime), per resource",
     "used": "What the admitted pods of a tree node use (status.used), per resource",
     "pods": "Pods of an ElasticQuota by state (admitted, pending)",
+    "pod_groups": "Pod groups of an ElasticQuota by state (admitted whole, pending whole)",
 }
 
 
@@ -124,6 +130,7 @@ class TreeCollector(Collector):
         for metric, labels in (
             *((m, NODE_LABELS) for m in ("min", "max", "request", "runtime", "used")),
             ("pods", ("node", "namespace", "state")),
+            ("pod_groups", ("node", "namespace", "state")),
         ):
             families[metric] = GaugeMetricFamily(
                 f"quotree_{metric}", _HELP[metric], labels=list(labels)

@@ -68,6 +68,8 @@ def tree_json(
                 "used": status["used"],
                 "admittedPods": status.get("admittedPods"),
                 "pendingPods": status.get("pendingPods"),
+                "admittedGroups": status.get("admittedGroups"),
+                "pendingGroups": status.get("pendingGroups"),
                 "conditions": status["conditions"],
             }
         )
@@ -195,6 +197,11 @@ function render(data) {
     if (n.admittedPods !== null && n.admittedPods !== undefined) {
       title.appendChild(el("span", {"class": "kind", "data-node": n.name,
         "data-field": "pods"}, `${n.admittedPods} admitted, ${n.pendingPods} pending`));
+    }
+    if (n.admittedGroups || n.pendingGroups) {
+      title.appendChild(el("span", {"class": "kind", "data-node": n.name,
+        "data-field": "groups"},
+        `pod groups: ${n.admittedGroups} admitted, ${n.pendingGroups} pending`));
     }
     for (const c of n.conditions) {
       if (c.status !== "True") {

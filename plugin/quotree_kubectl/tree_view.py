@@ -16,6 +16,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from quotree.capacity import node_allocatable
+from quotree.groups import (
+    NO_GROUP,
+    POD_GROUP_LABEL,
+    POD_GROUP_MIN_ANNOTATION,
+    POD_GROUP_SIZE_ANNOTATION,
+)
 from quotree.models import (
     ADMISSION_GATE,
     DEFAULT_TREE,
@@ -146,4 +152,37 @@ def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, An
         "capacity": {r: format_quantity(a, r) for r, a in sorted(capacity.items())},
         "nodes": nodes,
         "pods": pods,
+        "groups": pod_groups(state, pods),
     }
+
+
+def pod_groups(state: ClusterState, pods: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod groups of the pods quotree manages, in `quotree simulate -o json`'s shape:
+    a group is admitted when none of its pods is gated (their gates go in one round)."""
+    groups: dict[str, Any] = {}
+    for pod in state.pods:
+        key = _key(pod)
+        entry = pods.get(key)
+        metadata = pod["metadata"]
+        name = (metadata.get("labels") or {}).get(POD_GROUP_LABEL)
+        if entry is None or not name or name == NO_GROUP:
+            continue
+        notes = metadata.get("annotations") or {}
+        size = str(notes.get(POD_GROUP_SIZE_ANNOTATION, ""))
+        least = str(notes.get(POD_GROUP_MIN_ANNOTATION, size))
+        group = groups.setdefault(
+            f"{metadata.get('namespace')}/{name}",
+            {
+                "name": name,
+                "quota": entry["quota"],
+                "state": "admitted",
+                "size": int(size) if size.isdigit() else None,
+                "min": int(least) if least.isdigit() else None,
+                "pods": [],
+                "reason": "",
+            },
+        )
+        group["pods"].append(key)
+        if entry["state"] == "pending" and group["state"] == "admitted":
+            group["state"], group["reason"] = "pending", entry["reason"]
+    return dict(sorted(groups.items()))

@@ -85,6 +85,22 @@ def why(state: ClusterState, namespace: str, name: str, reasons: Mapping[str, st
     lines.append(f"  quota:   {where}")
     priority = f", priority {facts.priority}" if facts.priority else ""
     lines.append(f"  request: {request}{priority}")
+    group = next((g for g in engine.groups.values() if key in g.pods), None)
+    if group is not None:
+        # A pod of a group waits, is admitted and is evicted with its group: the answer
+        # is the group's.
+        lines.append(
+            f"  group:   pod group {group.key}, {group.state}: {len(group.pods)} of "
+            f"{group.size} pods exist"
+            + (f" (admitted at {group.min})" if group.min < group.size else "")
+        )
+        if facts.gated and group.state != "admitted" and group.reason:
+            lines.append("  state:   pending (gated by quotree.io/admission) with its group")
+            if reasons.get(key):
+                lines.append(f"  operator: {reasons[key]}")
+            lines.append(f"  engine:  {group.reason}")
+            lines.extend(f"note: {note}" for note in notes)
+            return "\n".join(lines)
     if not facts.gated:
         label = (pod["metadata"].get("labels") or {}).get(STANDING_LABEL)
         lines.append(f"  state:   admitted{f' ({label})' if label else ''}: it does not wait")

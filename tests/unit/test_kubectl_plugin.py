@@ -281,3 +281,40 @@ def test_simulate_runs_the_live_cluster_then_the_files(
     assert list(report["pods"])[-1] == "ns-a/a-9"  # after the live pods
     assert main(["simulate", str(tmp_path / "missing.yaml")]) == 1
     assert capsys.readouterr().err.startswith("kubectl quotree: error: ")
+
+
+def _grouped(state: Any, size: int, count: int) -> Any:
+    """`state` with `count` gated 2-cpu pods of group mpi (size `size`) in ns-a."""
+    for i in range(count):
+        body = quota_pod("ns-a", f"mpi-{i}", "2", gated=True, created=f"2026-01-01T00:01:0{i}Z")
+        body["metadata"]["labels"]["quotree.io/pod-group"] = "mpi"
+        body["metadata"]["annotations"] = {"quotree.io/pod-group-size": str(size)}
+        state.pods.append(body)
+    return state
+
+
+def test_tree_counts_pod_groups_and_lists_the_ones_that_wait() -> None:
+    state = _grouped(live_cluster(), 2, 2)
+    report = tree_report(state, {"ns-a/mpi-0": "the group does not fit"})
+    assert report["groups"] == {
+        "ns-a/mpi": {
+            "name": "mpi",
+            "quota": "team-a",
+            "state": "pending",
+            "size": 2,
+            "min": 2,
+            "pods": ["ns-a/mpi-0", "ns-a/mpi-1"],
+            "reason": "the group does not fit",
+        }
+    }
+    text = render_tree(report)
+    assert "pod groups: 1 pending" in text
+    assert "the group does not fit" in text
+
+
+def test_why_answers_for_the_group_of_a_pod() -> None:
+    text = why(_grouped(live_cluster(), 3, 2), "ns-a", "mpi-1", {})
+    assert "group:   pod group ns-a/mpi, incomplete: 2 of 3 pods exist" in text
+    assert "state:   pending (gated by quotree.io/admission) with its group" in text
+    assert "engine:  " in text
+    assert "mpi" in text.split("engine:  ")[1]

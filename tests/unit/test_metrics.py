@@ -176,3 +176,43 @@ def test_webhook_answers_that_count_as_errors() -> None:
     assert answer_is_error(200, review(500))  # the handler failed
     assert answer_is_error(200, review(503))  # not ready
     assert answer_is_error(500, None)
+
+
+GROUPS = """
+apiVersion: quotree.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: team-g, namespace: ns-g}
+spec: {min: {cpu: "4"}, max: {cpu: "4"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "16"}}
+"""
+
+
+def _group_pod(group: str, index: int) -> str:
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {group}-{index}
+  namespace: ns-g
+  labels: {{quotree.io/pod-group: {group}}}
+  annotations: {{quotree.io/pod-group-size: "2"}}
+spec: {{containers: [{{name: c, resources: {{requests: {{cpu: "2"}}}}}}]}}
+"""
+
+
+def test_pod_groups_per_quota_in_the_metrics_and_the_page(tmp_path: Path) -> None:
+    path = tmp_path / "groups.yaml"
+    path.write_text(GROUPS + "".join(_group_pod(g, i) for g in ("fits", "waits") for i in (0, 1)))
+    sim = simulate([path])
+    metrics = Metrics()
+    metrics.watch(sim.engine)
+    scraped = _scrape(metrics)
+    where = {"node": "team-g", "namespace": "ns-g"}
+    assert scraped[("quotree_pod_groups", _labels(**where, state="admitted"))] == 1
+    assert scraped[("quotree_pod_groups", _labels(**where, state="pending"))] == 1
+    node = {n["name"]: n for n in tree_json(sim.engine)["nodes"]}["team-g"]
+    assert (node["admittedGroups"], node["pendingGroups"]) == (1, 1)

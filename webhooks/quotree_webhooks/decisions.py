@@ -28,6 +28,7 @@ from quotree import (
     parse_node,
 )
 from quotree.models import MANAGED_LABEL, quota_label
+from quotree_webhooks.pod_groups import GroupLookup, review_group
 
 __all__ = [
     "LABEL_PREFIX",
@@ -210,16 +211,23 @@ class PodMutation:
     labels: dict[str, str | None] = field(default_factory=dict)
     #: the full list of scheduling gates to write (None: leave them alone)
     gates: list[dict[str, Any]] | None = None
+    #: annotation -> value to set (a Job's pod group size)
+    annotations: dict[str, str] = field(default_factory=dict)
 
     @property
     def changes(self) -> bool:
-        return bool(self.labels) or self.gates is not None
+        return bool(self.labels) or self.gates is not None or bool(self.annotations)
 
 
 def review_pod_create(
-    engine: Resolver, pod: Mapping[str, Any], namespace: str, never_gated: Collection[str] = ()
+    engine: Resolver,
+    pod: Mapping[str, Any],
+    namespace: str,
+    never_gated: Collection[str] = (),
+    groups: GroupLookup | None = None,
 ) -> PodMutation:
-    """Which quota a new pod is charged to (docs/webhooks.md), as label and gate changes.
+    """Which quota a new pod is charged to (docs/webhooks.md), as label and gate changes,
+    and with `groups`, its pod group (pod_groups.review_group).
 
     Pods in the `never_gated` namespaces (the set `quotree.resolution.never_gated` makes)
     are left alone; so are pods no quota covers (unless there is a default quota), and
@@ -240,6 +248,13 @@ def review_pod_create(
             changes[key] = quota
     if STANDING_LABEL in labels:
         changes[STANDING_LABEL] = None  # the operator's to set, once the pod is admitted
+    annotations: dict[str, str] = {}
+    if groups is not None:
+        group = review_group(groups, pod, namespace, resolution.quota, describe_pod(pod, namespace))
+        if group.denied is not None:
+            return PodMutation(denied=group.denied)
+        changes.update(group.labels)
+        annotations = group.annotations
     spec = _mapping(pod.get("spec"))
     raw_gates = spec.get("schedulingGates")
     existing = [dict(g) for g in raw_gates if isinstance(g, Mapping)] if raw_gates else []
@@ -248,7 +263,7 @@ def review_pod_create(
     # the operator counts it as admitted.
     if not spec.get("nodeName") and not any(g.get("name") == ADMISSION_GATE for g in existing):
         gates = [*existing, {"name": ADMISSION_GATE}]
-    return PodMutation(labels=changes, gates=gates)
+    return PodMutation(labels=changes, gates=gates, annotations=annotations)
 
 
 def _gated(obj: Mapping[str, Any]) -> bool:

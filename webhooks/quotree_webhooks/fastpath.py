@@ -24,6 +24,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from quotree_webhooks import decisions
+from quotree_webhooks.pod_groups import GroupLookup
 
 __all__ = ["answer_is_error", "json_patch", "mutate_pod"]
 
@@ -57,6 +58,16 @@ def json_patch(pod: Mapping[str, Any], mutation: decisions.PodMutation) -> list[
                         ops.append({"op": "remove", "path": path})
                 else:
                     ops.append({"op": "add", "path": path, "value": value})
+    if mutation.annotations:
+        notes = metadata.get("annotations")
+        if not isinstance(notes, Mapping):
+            ops.append(
+                {"op": "add", "path": "/metadata/annotations", "value": dict(mutation.annotations)}
+            )
+        else:
+            for key, value in mutation.annotations.items():
+                path = f"/metadata/annotations/{_pointer(key)}"
+                ops.append({"op": "add", "path": path, "value": value})
     if mutation.gates is not None:
         # "add" on an existing member replaces it (RFC 6902, 4.1).
         ops.append({"op": "add", "path": "/spec/schedulingGates", "value": mutation.gates})
@@ -81,11 +92,15 @@ def answer_is_error(status: int, body: bytes | bytearray | None) -> bool:
 
 
 def mutate_pod(
-    resolver: decisions.Resolver, never_gated: Collection[str], review: Mapping[str, Any]
+    resolver: decisions.Resolver,
+    never_gated: Collection[str],
+    review: Mapping[str, Any],
+    groups: GroupLookup | None = None,
 ) -> dict[str, Any] | None:
     """The AdmissionReview answer to a pod CREATE, as handlers.mutate_pod would give it.
 
-    `resolver` is the engine, or the webhook process's copy of its coverage (worker.py).
+    `resolver` is the engine, or the webhook process's copy of its coverage (worker.py);
+    `groups` the Jobs and pod groups (the operator's `GroupBook`, or the worker's copy).
     None: the object is not shaped like a pod; Kopf's path answers it instead.
     """
     request = review.get("request")
@@ -111,7 +126,7 @@ def mutate_pod(
     if not namespace:
         return answer  # as handlers._mutate: nothing to decide without it
     try:
-        mutation = decisions.review_pod_create(resolver, pod, namespace, never_gated)
+        mutation = decisions.review_pod_create(resolver, pod, namespace, never_gated, groups)
     except Exception as exc:
         what = decisions.describe_pod(pod)
         logger.exception("webhooks: %s: unexpected error", what)

@@ -188,11 +188,13 @@ async def _mutate(body: Mapping[str, Any], patch: Any, memo: object) -> None:
         return  # the API server fills it in before admission; nothing to decide without it
     state = _state(memo)
     never = state.settings.never_gated
-    mutation = decisions.review_pod_create(state.engine, body, namespace, never)
+    mutation = decisions.review_pod_create(state.engine, body, namespace, never, state.groups)
     if mutation.denied is not None:
         raise kopf.AdmissionError(mutation.denied, code=DENIED)
     for key, value in mutation.labels.items():
         patch.metadata.labels[key] = value
+    for key, note in mutation.annotations.items():
+        patch.metadata.annotations[key] = note
     if mutation.gates is not None:
         patch.spec["schedulingGates"] = mutation.gates
 

@@ -4,9 +4,10 @@ The webhook server (server.py) makes one `WebhookProcess` and runs `run()` for a
 the operator serves webhooks. It:
 
 1. starts `python -m quotree_webhooks.worker` with one end of a Unix socket pair, sends it
-   its `WorkerConfig` and the engine's `Coverage` (wire.py), then the coverage again each
-   time it changed (checked every `SYNC_INTERVAL` seconds on the operator's loop: a
-   version counter, so an unchanged coverage costs nothing);
+   its `WorkerConfig`, the operator's `GroupBook` (Jobs and pod groups) and the engine's
+   `Coverage` (wire.py), then the coverage again each time it changed and the book's
+   changes (checked every `SYNC_INTERVAL` seconds on the operator's loop: a version
+   counter and a change log, so nothing unchanged costs anything);
 2. adds the answers the worker reports to the operator's metrics (`state.on_answer`);
 3. sets `serving` once the worker listens, so the configurations are written after that;
 4. when the worker exits, logs one line with its exit status and starts another after
@@ -139,9 +140,12 @@ class WebhookProcess:
                     await proc.wait()
 
     async def _feed(self, writer: asyncio.StreamWriter) -> None:
-        """The configuration, then the engine's coverage each time it changed."""
+        """The configuration and the Jobs and pod groups, then the engine's coverage each
+        time it changed, and the changes of the Jobs and groups."""
+        book = self.state.groups
         try:
             await write_message(writer, "config", self.config)
+            await write_message(writer, "groups", book.copy())
             sent: tuple[int, int] | None = None
             while True:
                 coverage = self.state.engine.coverage
@@ -149,6 +153,8 @@ class WebhookProcess:
                 if current != sent:
                     await write_message(writer, "coverage", coverage)
                     sent = current
+                if book.changed:
+                    await write_message(writer, "group-changes", *book.take_changes())
                 await asyncio.sleep(SYNC_INTERVAL)
         except (OSError, RuntimeError):
             return  # the worker is gone; run() sees it exit

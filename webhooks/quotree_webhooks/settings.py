@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from quotree import Engine
+from quotree.group_book import GroupBook
 from quotree_webhooks.decisions import RecentlyAllowed
 
 __all__ = ["WebhookApi", "WebhookSettings", "WebhookState", "state_from_memo"]
@@ -75,6 +76,9 @@ class WebhookState:
     recently_allowed: RecentlyAllowed = field(default_factory=RecentlyAllowed)
     #: Told of every answer: (webhook, seconds, error); the entry point sets the metrics'.
     on_answer: Callable[[str, float, bool], None] | None = None
+    #: The Jobs and pod-group declarations the operator keeps (only read here, and copied
+    #: to the webhook process).
+    groups: GroupBook = field(default_factory=GroupBook)
 
 
 def state_from_memo(memo: object) -> WebhookState | None:

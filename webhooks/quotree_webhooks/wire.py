@@ -8,7 +8,9 @@ names it:
 
 operator -> worker
   ("config", WorkerConfig)            first, once per worker: where to listen, what to read
+  ("groups", GroupBook)               the Jobs and pod-group declarations, once per worker
   ("coverage", Coverage)              the engine's namespace -> quota coverage, when it changed
+  ("group-changes", jobs, groups)     what changed in the GroupBook since (GroupBook.apply)
   ("reload-certs",)                   the serving certificate files were renewed
 
 worker -> operator

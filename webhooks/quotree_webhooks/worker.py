@@ -9,7 +9,9 @@ and interpreter; the operator starts and supervises it (process.py, docs/webhook
 What it answers itself: the pod CREATE review (`/pods-mutate`, also called for the
 unlabelled namespaces), with `fastpath.mutate_pod`, the same decision function the
 operator's engine uses, over a copy of the engine's `Coverage` (namespace -> the quotas
-covering it: all `Engine.resolve` reads), which the operator sends whenever it changes.
+covering it: all `Engine.resolve` reads) and of the operator's `GroupBook` (the Jobs and
+what each pod group declared: a Job's pods get their group, a pod that disagrees with
+its group is refused), which the operator sends whenever they change.
 Everything else (Cohort and ElasticQuota reviews, which read the whole tree, the pods
 admitted and recently allowed objects; pod UPDATE and namespace reviews; a review Kopf
 must answer because its object is malformed) is passed, as received, to the operator's
@@ -39,6 +41,7 @@ import time
 import aiohttp
 import aiohttp.web
 
+from quotree.group_book import GroupBook
 from quotree.resolution import Coverage
 from quotree_webhooks import fastpath
 from quotree_webhooks.configurations import METRIC_WEBHOOKS, PODS_MUTATE
@@ -72,6 +75,8 @@ class Worker:
         self.writer = writer
         self.config: WorkerConfig | None = None
         self.coverage: Coverage | None = None
+        #: The operator's Jobs and pod-group declarations, as last sent.
+        self.groups = GroupBook()
         self.context: ssl.SSLContext | None = None
         self.answers: list[tuple[str, float, bool]] = []
         self.session: aiohttp.ClientSession | None = None
@@ -105,7 +110,7 @@ class Worker:
             return None
         if not isinstance(review, dict):
             return None
-        answer = fastpath.mutate_pod(self.coverage, self.config.never_gated, review)
+        answer = fastpath.mutate_pod(self.coverage, self.config.never_gated, review, self.groups)
         if answer is None:
             return None
         return aiohttp.web.Response(
@@ -187,6 +192,10 @@ class Worker:
                 if kind == "config":
                     self.config = message[1]
                     logging.getLogger("quotree").setLevel(self.config.log_level)
+                elif kind == "groups":
+                    self.groups = message[1]
+                elif kind == "group-changes":
+                    self.groups.apply(message[1], message[2])
                 elif kind == "coverage":
                     self.coverage = message[1]
                     if reporter is None:

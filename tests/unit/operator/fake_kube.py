@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from quotree import ADMISSION_GATE
 from quotree.models import STANDING_LABEL
 from quotree_operator.api import KubeAPI
+from quotree_operator.bodies import job_suspension
 from quotree_operator.kube_errors import KubeError
 from quotree_webhooks.settings import WebhookApi
 
@@ -77,6 +78,9 @@ class FakeKube:
         self.pod_labels: list[tuple[str, str]] = []  # (namespace/name, standing)
         self.namespace_labels: list[tuple[str, str, str | None]] = []  # (namespace, label, value)
         self.evictions: list[str] = []  # namespace/name
+        self.job_suspends: list[tuple[str, bool]] = []  # (namespace/name, suspend)
+        #: Jobs by "namespace/name" (`suspend_job` sets their spec.suspend; 404 if absent).
+        self.jobs: dict[str, dict[str, Any]] = {}
         self.pod_events: list[PodEvent] = []
         self.quota_events: list[tuple[str, str, str]] = []  # (namespace/name, reason, message)
         self.object_events: list[ObjectEvent] = []
@@ -170,6 +174,23 @@ class FakeKube:
         self._answer("evict")
         self.evictions.append(f"{namespace}/{name}")
         self.pods.pop(f"{namespace}/{name}", None)
+
+    async def suspend_job(
+        self, namespace: str, name: str, suspend: bool, why: str | None = None
+    ) -> None:
+        self._answer("suspend_job")
+        body = self.jobs.get(f"{namespace}/{name}")
+        if body is None:
+            raise KubeError(404, f"Job {namespace}/{name}: suspend: 404 not found")
+        patch = job_suspension(suspend, why)
+        body.setdefault("spec", {})["suspend"] = suspend
+        notes = body.setdefault("metadata", {}).setdefault("annotations", {})
+        for key, value in patch["metadata"]["annotations"].items():
+            if value is None:
+                notes.pop(key, None)
+            else:
+                notes[key] = value
+        self.job_suspends.append((f"{namespace}/{name}", suspend))
 
     async def pod_event(
         self,

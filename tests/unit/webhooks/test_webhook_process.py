@@ -28,6 +28,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from quotree import ADMISSION_GATE, QUOTA_LABEL, Engine, parse_node
+from quotree.groups import POD_GROUP_SIZE_ANNOTATION, GroupSpec, JobFacts
 from quotree_webhooks import fastpath, process, tls
 from quotree_webhooks.process import WebhookProcess, exit_status
 from quotree_webhooks.settings import WebhookState
@@ -312,3 +313,43 @@ async def test_a_port_in_use_is_one_line_and_exit_code_1(tmp_path: Path) -> None
     assert proc.returncode == 1, text
     assert f"the webhook process cannot listen on 127.0.0.1:{port}" in text, text
     assert "Traceback" not in text, text
+
+
+async def test_the_webhook_process_follows_the_operators_jobs_and_groups(
+    operator: Operator,
+) -> None:
+    review = pod_review("team-a")
+    review["request"]["object"]["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "controller": True}
+    ]
+    first = await operator.post("/pods-mutate", review)
+    assert not any("pod-group" in op["path"] for op in patch_of(first))  # no such Job yet
+    book = operator.process.state.groups
+    book.set_job(JobFacts("team-a", "train", "u", parallelism=3, completions=None))
+
+    async def grouped() -> bool:
+        ops = patch_of(await operator.post("/pods-mutate", review))
+        return {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {POD_GROUP_SIZE_ANNOTATION: "3"},
+        } in ops
+
+    await until(grouped, 5, "the webhook process to learn of Job train")
+    book.declare("team-a/train", ("team-a", GroupSpec("train", 3, 3), 7))
+
+    async def refused() -> bool:
+        answer = await operator.post("/pods-mutate", review)
+        return not answer["response"]["allowed"]
+
+    await until(refused, 5, "the webhook process to learn what group train declared")
+    book.declare("team-a/train", None)
+    book.forget_job("team-a/train")
+
+    async def forgotten() -> bool:
+        answer = await operator.post("/pods-mutate", review)
+        return answer["response"]["allowed"] and not any(
+            "pod-group" in op["path"] for op in patch_of(answer)
+        )
+
+    await until(forgotten, 5, "the webhook process to forget Job train")

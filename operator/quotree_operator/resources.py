@@ -1,0 +1,64 @@
+"""Which API call lists or watches each kind of object the operator follows.
+
+Why a module of its own: the list and the watch of one kind are the same call with other
+options, for core objects (Nodes, Pods), batch Jobs and quotree's own custom objects; one
+table keeps them in step. It only picks the call on the client's API objects (typed `Any`:
+client.py owns kubernetes_asyncio) and reads a watch's stream into events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from quotree.models import GROUP, VERSION
+
+__all__ = ["call_for", "events_of"]
+
+logger = logging.getLogger(__name__)
+
+#: The custom objects by the name the operator gives them, and their plural.
+_CUSTOM = {
+    "Cohort": "cohorts",
+    "ElasticQuota": "elasticquotas",
+    "ResourceFlavor": "resourceflavors",
+}
+
+
+def call_for(apis: Any, what: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """(the list or watch call for `what` with `options`, the kind of its items).
+
+    `apis`: the client, whose `core`, `batch` and `custom` API objects make the calls.
+
+    `what`: "nodes", "pods", "jobs", or a custom object's kind ("Cohort", ...).
+    """
+    if what == "nodes":
+        return apis.core.list_node(**options), "Node"
+    if what == "pods":
+        return apis.core.list_pod_for_all_namespaces(**options), "Pod"
+    if what == "jobs":
+        return apis.batch.list_job_for_all_namespaces(**options), "Job"
+    plural = _CUSTOM.get(what)
+    if plural is None:
+        raise ValueError(f"no list call for {what!r}")
+    return apis.custom.list_cluster_custom_object(GROUP, VERSION, plural, **options), what
+
+
+async def events_of(response: Any, what: str) -> AsyncGenerator[dict[str, Any], None]:
+    """The events of a watch's stream (one JSON object a line), parsed; unreadable lines
+    are logged and skipped."""
+    buffer = b""
+    async for chunk in response.content.iter_any():
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                logger.warning("%s watch: unreadable event %r", what, line[:200])
+                continue
+            yield event

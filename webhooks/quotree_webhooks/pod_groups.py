@@ -1,0 +1,100 @@
+"""Pod groups at pod CREATE: a Job's pods named as its group, and a pod that disagrees
+with its group refused (api.md, "Pod groups (gangs)").
+
+Why a module of its own: the pod CREATE review (decisions.review_pod_create) answers for
+quotas; groups add two questions with their own inputs, the Jobs and what each group's
+existing pods declared (`quotree.group_book.GroupBook`, which the operator keeps and
+copies to the webhook process). Pure functions; the rules are `quotree.groups`'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from quotree.group_book import Declaration
+from quotree.groups import (
+    NO_GROUP,
+    POD_GROUP_LABEL,
+    POD_GROUP_SIZE_ANNOTATION,
+    JobFacts,
+    controller_job,
+    disagreement,
+    group_spec,
+)
+from quotree.models import ConfigError
+
+__all__ = ["GroupAnswer", "GroupLookup", "review_group"]
+
+
+class GroupLookup(Protocol):
+    """What the review reads of the Jobs and groups (`GroupBook`)."""
+
+    def job(self, namespace: str, name: str) -> JobFacts | None: ...
+
+    def declaration(self, namespace: str, group: str) -> Declaration | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupAnswer:
+    """Refuse the pod (`denied`), or set these labels and annotations."""
+
+    denied: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+def _strings(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def review_group(
+    groups: GroupLookup,
+    pod: Mapping[str, Any],
+    namespace: str,
+    quota: str | None,
+    where: str,
+) -> GroupAnswer:
+    """The group answer for a new pod charged to `quota`; `where` names it ("Pod ns/name").
+
+    A pod of a known Job whose pods form a group, with no group label of its own, gets the
+    label (the Job's name) and, unless it says so already, the size annotation. A pod
+    whose declaration cannot be read is refused with that line (unless its Job, not known
+    here yet, may still complete it). A pod that declares a group whose existing pods
+    declared another quota, size, min or priority is refused with `groups.disagreement`'s
+    line.
+    """
+    metadata = pod.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    labels = _strings(metadata.get("labels"))
+    annotations = _strings(metadata.get("annotations"))
+    if labels.get(POD_GROUP_LABEL, "").strip() == NO_GROUP:
+        return GroupAnswer()
+    owner = controller_job(pod)
+    job = groups.job(namespace, owner) if owner is not None else None
+    answer = GroupAnswer()
+    if POD_GROUP_LABEL not in labels and job is not None and job.group_size is not None:
+        answer.labels[POD_GROUP_LABEL] = job.name
+        if POD_GROUP_SIZE_ANNOTATION not in annotations:
+            answer.annotations[POD_GROUP_SIZE_ANNOTATION] = str(job.group_size)
+    try:
+        spec = group_spec(
+            {**labels, **answer.labels}, {**annotations, **answer.annotations}, where, job=job
+        )
+    except ConfigError as exc:
+        if owner is not None and job is None:
+            return answer  # its Job, once the operator sees it, completes the group
+        return GroupAnswer(denied=str(exc))
+    if spec is None:
+        return answer
+    theirs = groups.declaration(namespace, spec.name)
+    if theirs is not None:
+        priority = (pod.get("spec") or {}).get("priority")
+        mine = (quota, spec, priority if isinstance(priority, int) else 0)
+        why = disagreement(f"{namespace}/{spec.name}", mine, theirs)
+        if why is not None:
+            return GroupAnswer(denied=f"{where}: {why}")
+    return answer
