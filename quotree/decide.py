@@ -11,6 +11,8 @@ should be made to look like; time comes in as an argument.
 
 from __future__ import annotations
 
+from functools import partial
+
 from quotree import admission, fit
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
@@ -20,7 +22,7 @@ from quotree.ledger import Ledger
 from quotree.models import FLAVOR_LABEL
 from quotree.options import EngineOptions
 from quotree.placement import Placed, Placement
-from quotree.planner import EvictionPlanner
+from quotree.planner import Clock, EvictionPlanner
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.reasons import Reasons
 from quotree.runtime import QuotaTree
@@ -53,7 +55,7 @@ class Decider:
         self.holds = holds
         self.options = options
         #: Which pods to evict, and asking for it (`planner.py`).
-        self.planner = EvictionPlanner(ledger, reclaim_delay)
+        self.planner = EvictionPlanner(ledger, forest, reclaim_delay)
         # Quotas whose waiting pods' reasons a reclaim of this round changed ("being evicted"):
         # looked at again before the round ends (`decide_round`).
         self._rewake: set[str] = set()
@@ -77,6 +79,7 @@ class Decider:
         record.admitted_seq = next(self.ledger.admissions)
         record.reason = message
         record.victims = NO_VICTIMS
+        self.planner.claims.pop(record.key, None)
         self.ledger.quota_pods[record.quota].add_admitted(record)
         self.tree_of(record.quota).add_used(record.quota, record.request)
         if self.forest.several:
@@ -150,14 +153,16 @@ class Decider:
                 for name in changed
                 if name in grown or name in touched or not self._only_shrank(name)
             }
-        names = changed | touched | set(self.planner.over_since) | self.reasons.waiting_on_ancestor
+        names = changed | touched | self.reasons.waiting_on_ancestor
         if self.forest.several:
             for tree in self.forest:
                 if tree is not self.tree:
                     names |= tree.settle()
             released, self.ledger.released_in = self.ledger.released_in, set()
             names |= self._waiting_behind(names | released)
-        for name in sorted(names):
+        # A unit that evictions were asked for goes first: the room its victims leave is its.
+        first = self.planner.claimants()
+        for name in sorted(names, key=lambda n: (n not in first, n)):
             evicted |= self._decide_quota(name, now, out, relabel=name in touched)
         # Placing a pod on a flavor moves its demand, which changes other quotas' runtimes:
         # look at those now (their reclaim clock starts), not one round later. So are the
@@ -166,7 +171,7 @@ class Decider:
             again = tree.settle()
             if self._rewake:
                 again |= {name for name in self._rewake if self.tree_of(name) is tree}
-            for name in sorted(again):
+            for name in sorted(again, key=lambda n: (n not in first, n)):
                 evicted |= self._decide_quota(name, now, out, relabel=False)
         self._rewake = set()
         return evicted
@@ -187,7 +192,7 @@ class Decider:
         `QuotaTree.grown_quotas`): its pending pods were looked at with at least this much
         room (`QuotaPods.room` is set), it waits for no ancestor, it was not over its
         runtime and is not now. `_decide_quota` would then change nothing."""
-        if name in self.planner.over_since or name in self.reasons.waiting_on_ancestor:
+        if name in self.reasons.waiting_on_ancestor:
             return False
         pods = self.ledger.quota_pods.get(name)
         if pods is None:
@@ -208,10 +213,10 @@ class Decider:
         tree = self.tree_of(name)
         node = tree.node(name)
         if pods is None:
-            self.planner.over_since.pop(name, None)
+            self.planner.waiting.pop(name, None)
             return False
         if node is None or not node.is_quota:
-            self.planner.over_since.pop(name, None)
+            self.planner.waiting.pop(name, None)
             pods.room = None  # when it comes back, look at its pods again
             problem = tree.problems.get(name)
             why = problem.message if problem else f"ElasticQuota {name} does not exist"
@@ -221,7 +226,7 @@ class Decider:
         maintenance = self._in_maintenance(node)
         if maintenance is not None:
             # Account and report, decide nothing: no admission, no eviction, no reclaim clock.
-            self.planner.over_since.pop(name, None)
+            self.planner.waiting.pop(name, None)
             pods.room = None  # when it ends, look at every pending pod again
             for _, key in pods.pending:
                 self.reasons.set(
@@ -231,9 +236,8 @@ class Decider:
                     out,
                 )
             return False
-        evicted = self._reclaim(name, node, pods, now, out)
         admitted_before = len(pods.admitted)
-        evicted |= self._admit_pending(name, node, pods, out)
+        evicted = self._admit_pending(name, node, pods, out, now=now)
         if relabel or evicted or admitted_before != len(pods.admitted):
             for record, label in admission.standings(node, pods):
                 if record.standing != label and record.quota == name:  # its first tree's
@@ -241,23 +245,19 @@ class Decider:
                     out.labels[record.key] = label
         return evicted
 
-    def _reclaim(
-        self, name: str, node: TreeNode, pods: QuotaPods, now: float, out: Decisions
-    ) -> bool:
-        """Reclaim for quota `name` when it has held more than its runtime long enough."""
-        if not self.planner.reclaim(name, node, pods, now, out):
-            return False
-        for waiting in self.reasons.waiting_on_ancestor:
-            self.ledger.quota_pods[waiting].room = None  # their reasons now say "being evicted"
-        self._rewake |= self.reasons.waiting_on_ancestor
-        self.reasons.lenders_changed()
-        return True
-
     def _admit_pending(
-        self, name: str, node: TreeNode, pods: QuotaPods, out: Decisions, *, force: bool = False
+        self,
+        name: str,
+        node: TreeNode,
+        pods: QuotaPods,
+        out: Decisions,
+        *,
+        now: float,
+        force: bool = False,
     ) -> bool:
         if not pods.pending:
             return False
+        force = force or self.planner.due(name, now)  # a unit's reclaim delay just passed
         path = self.tree_of(name).path_up(node)
         before = pods.room
         # The ancestors' room (`admission.room`'s last list) holds back only a pod that
@@ -275,8 +275,8 @@ class Decider:
             and not admission.room_grew(self._room(node, path, pods), before, ancestors=ancestors)
         ):
             return False
-        evicted = self._scan_pending(name, node, path, pods, out)
-        pods.room = self._room(node, path, pods)
+        evicted = self._scan_pending(name, node, path, pods, out, now=now)
+        pods.room = None if evicted else self._room(node, path, pods)  # evicted: look again
         return evicted
 
     def _room(self, node: TreeNode, path: list[TreeNode], pods: QuotaPods) -> admission.Room:
@@ -302,11 +302,18 @@ class Decider:
         for name, pods in self.ledger.quota_pods.items():
             node = self.tree_of(name).node(name)
             if node is not None and node.is_quota:
-                self._admit_pending(name, node, pods, out, force=True)
+                self._admit_pending(name, node, pods, out, now=self.reasons.now, force=True)
         return out
 
     def _scan_pending(
-        self, name: str, node: TreeNode, path: list[TreeNode], pods: QuotaPods, out: Decisions
+        self,
+        name: str,
+        node: TreeNode,
+        path: list[TreeNode],
+        pods: QuotaPods,
+        out: Decisions,
+        *,
+        now: float,
     ) -> bool:
         self.reasons.waiting_on_ancestor.discard(name)  # added back below while a pod still waits
         evicted = False
@@ -315,8 +322,9 @@ class Decider:
         # evicted (`Placement.place`).
         placed: dict[object, str] = {}
         lowest: dict[str, int] = {}  # per quota, the lowest priority of its possible victims
+        clocks: dict[str, Clock] = {}  # the reclaim clocks of the pods waiting for lent quota
         here = Seat(node, path, pods)
-        for _, key in list(pods.pending):
+        for key in self.planner.queue(name, pods.pending):
             record = self.ledger.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
                 continue
@@ -337,33 +345,42 @@ class Decider:
                 self._admit_fit(name, node, record, out)
                 placed.clear()
                 continue
-            if verdict.broken is not Rule.QUOTA:
+            if verdict.broken not in (Rule.QUOTA, Rule.ANCESTOR):
                 self.reasons.explain(name, node, record, verdict, out)
                 continue
-            if record.victims and any(
-                v in self.ledger.pods and self.ledger.pods[v].evicting for v in record.victims
-            ):
-                self.reasons.set(record, admission.waiting_for_victims(record), out)
+            clock = partial(self.planner.waits, name, key, now, clocks)
+            if self.planner.in_flight(record):
+                self.reasons.for_victims(name, node, record, verdict, out)
                 continue
-            # Short at a quota (its own, or its quota in another tree): in-quota preemption
-            # there, among that quota's pods of lower priority.
-            if self.planner.preempt(record, verdict, lowest, out):
-                evicted = True
-                placed.clear()
-                # Victims still count as used until they are gone, unless the eviction
-                # took effect at once (the simulator): then the pod may fit now, by the
-                # runtimes and guarantee their departure left.
-                self.tree_of(verdict.quota).refresh()
-                after = self.seats.check(record, name, here)
-                if after.fits:
-                    self._admit_fit(name, node, record, out, " after preemption")
-                elif after.quota == verdict.quota and after.broken is Rule.QUOTA:
-                    self.reasons.set(record, admission.waiting_for_victims(record), out)
-                else:
-                    self.reasons.explain(name, node, record, after, out)
+            check = partial(self.seats.check, record, name, here)
+            plan = self.planner.plan(
+                record, verdict, check=check, lenders=self.reasons.holders, clock=clock,
+                lowest=lowest, now=now, out=out,
+            )  # fmt: skip
+            if not plan.evicted:
+                self.reasons.explain(name, node, record, verdict, out, refusal=plan.refusal)
                 continue
-            self.reasons.explain(name, node, record, verdict, out)
+            evicted = True
+            placed.clear()
+            self._evicted_for()
+            # Victims count as used until gone, unless the eviction took effect at once.
+            self.tree_of(verdict.quota).refresh()
+            after = self.seats.check(record, name, here)
+            if after.fits:
+                self._admit_fit(name, node, record, out, " after preemption")
+            else:
+                self.reasons.for_victims(name, node, record, after, out)
+        self.planner.keep_clocks(name, clocks)
+        if clocks:
+            self.reasons.waiting_on_ancestor.add(name)  # its clocks run: look again each round
         return evicted
+
+    def _evicted_for(self) -> None:
+        """Evictions were asked for: the pods waiting for lent quota now say so."""
+        for waiting in self.reasons.waiting_on_ancestor:
+            self.ledger.quota_pods[waiting].room = None  # their reasons now say "being evicted"
+        self._rewake |= self.reasons.waiting_on_ancestor
+        self.reasons.lenders_changed()
 
     # ------------------------------------------------------------ maintenance mode
 
