@@ -352,7 +352,7 @@ class Decider:
             if self.planner.in_flight(record):
                 self.reasons.for_victims(name, node, record, verdict, out)
                 continue
-            check = partial(self.seats.check, record, name, here)
+            check = partial(self.seats.broken, record, name, here)
             plan = self.planner.plan(
                 record, verdict, check=check, lenders=self.reasons.holders, clock=clock,
                 lowest=lowest, now=now, out=out,

@@ -149,7 +149,7 @@ class EvictionPlanner:
         record: PodRecord,
         verdict: Fit,
         *,
-        check: Callable[[], Fit],
+        check: Callable[[], list[Fit]],
         lenders: Lenders,
         clock: Callable[[], Clock],
         lowest: dict[str, int],
@@ -157,7 +157,8 @@ class EvictionPlanner:
         out: Decisions,
     ) -> Plan:
         """Plan evictions for a pending unit that does not fit (`verdict`), and ask for them
-        when it then fits (`check`: the admission check, every tree and ancestor): in-quota
+        when it then fits (`check`: where the admission check finds it short, in each tree
+        that charges it; empty when it fits everywhere): in-quota
         preemption where it is short at a quota, reclaim where an ancestor holds lent quota
         and its clock has passed the delay. `lenders(verdict)`: the quotas above their
         runtime below the member short. `lowest` keeps, per quota, the lowest priority of
@@ -168,11 +169,13 @@ class EvictionPlanner:
         with trial(self.forest) as taken:
             for unit, victims in self._under_way(record.key):
                 taken.admit(unit, victims)
-            if self.claims:
-                verdict = check()  # as it will be once the evictions under way are done
+            broken = check()  # as it will be once the evictions under way are done
             for _ in range(PLAN_STEPS):
-                if verdict.fits:
+                if not broken:
                     break
+                # Reclaim first where an ancestor holds lent quota (in any tree: its victims
+                # free room in every tree that charges them), then in-quota preemption.
+                verdict = next((v for v in broken if v.broken is Rule.ANCESTOR), broken[0])
                 if verdict.broken is Rule.QUOTA:
                     victims = self._preemption(record, verdict, lowest, taken.keys)
                     reason = (
@@ -192,9 +195,9 @@ class EvictionPlanner:
                     return Plan(False, verdict, refusal)
                 steps.append((kind, reason, victims))
                 taken.take(victims)
-                verdict = check()
-            if not verdict.fits:
-                return Plan(False, verdict)
+                broken = check()
+            if broken:
+                return Plan(False, broken[0])
         events = [
             (victim, kind, self._event(kind, reason, victim))
             for kind, reason, victims in steps

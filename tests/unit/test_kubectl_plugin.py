@@ -207,13 +207,13 @@ def test_what_if_reclaims_when_a_min_grows() -> None:
         """
 apiVersion: quotree.io/v1alpha1
 kind: ElasticQuota
-metadata: {name: team-a, namespace: ns-a}
-spec: {parent: research, min: {cpu: "6"}, max: {cpu: "8"}}
+metadata: {name: team-b, namespace: ns-b}
+spec: {parent: research, min: {cpu: "1"}, max: {cpu: "8"}}
 ---
 apiVersion: quotree.io/v1alpha1
 kind: ElasticQuota
-metadata: {name: team-b, namespace: ns-b}
-spec: {parent: research, min: {cpu: "1"}, max: {cpu: "8"}}
+metadata: {name: team-a, namespace: ns-a}
+spec: {parent: research, min: {cpu: "7"}, max: {cpu: "8"}}
 """
     )
     state.nodes.append(cluster_node("node-3", "8"))
