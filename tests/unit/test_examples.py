@@ -37,6 +37,7 @@ def test_every_example_is_covered() -> None:
         "forest.yaml",
         "flavors.yaml",
         "gpu-memory.yaml",
+        "reclaim-pays.yaml",
     }
     assert {p.name for p in EXAMPLES.glob("*.yaml")} == tested
 
@@ -190,4 +191,24 @@ def test_gpu_memory() -> None:
     assert (
         "quotree.io/gpu-memory: used 240Gi + request 80Gi > runtime 250Gi"
         in (pods["team-a/job-4"]["reason"])
+    )
+
+
+def test_reclaim_pays() -> None:
+    report = run("reclaim-pays.yaml")
+    gpu = "nvidia.com/gpu"
+    assert pod_states(report) == {
+        "batch/train": "admitted",
+        "burst/job-1": "admitted",
+        "burst/job-2": "admitted",
+        "burst/job-3": "admitted",
+        "burst/job-4": "reclaimed",
+        "team-x/small": "pending",
+        "serve/web": "admitted",
+    }
+    assert (used(report, "batch", gpu), runtime(report, "batch", gpu)) == ("8", "7")
+    assert report["pods"]["team-x/small"]["reason"].endswith(
+        "waits: taking 8 nvidia.com/gpu from ElasticQuota batch would leave it borrowing "
+        "less than ElasticQuota team-x by weight (nvidia.com/gpu: batch would borrow 0 at "
+        "weight 8, team-x 1 at weight 8)"
     )
