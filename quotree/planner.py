@@ -106,6 +106,15 @@ class EvictionPlanner:
             return keys
         return claimed + [key for key in keys if key not in claimed]
 
+    def overdue(self, quota: str, now: float) -> float:
+        """How long the longest-waiting unit of `quota` has waited for lent quota past its
+        reclaim delay (0: none has): reclaim would not pay for it, or its evictions do
+        not happen (the metric `quotree_reclaim_overdue_seconds`)."""
+        clocks = self.waiting.get(quota)
+        if not clocks:
+            return 0.0
+        return max(0.0, now - min(c.since for c in clocks.values()) - self.reclaim_delay)
+
     def due(self, quota: str, now: float) -> bool:
         """A unit of `quota` has waited past its delay and was not planned for since."""
         return any(

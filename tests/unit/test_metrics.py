@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
+from builders import engine as build_engine
+from builders import pod, quota
 from prometheus_client.parser import text_string_to_metric_families
 
 from quotree.simulate import simulate, to_json
@@ -176,3 +178,31 @@ def test_webhook_answers_that_count_as_errors() -> None:
     assert answer_is_error(200, review(500))  # the handler failed
     assert answer_is_error(200, review(503))  # not ready
     assert answer_is_error(500, None)
+
+
+def test_reclaim_overdue_counts_a_pod_waiting_for_lent_quota_past_the_delay() -> None:
+    """`quotree_reclaim_overdue_seconds`: 0 while the pod waits within its reclaim delay
+    and for a quota above its runtime that nobody waits for; then the time past it."""
+    gpu = "nvidia.com/gpu"
+    eng = build_engine(
+        quota("batch", min={gpu: 0}, max={gpu: 8}),
+        quota("team-x", min={gpu: 0}, max={gpu: 8}),
+        capacity={gpu: 8},
+        instant_evictions=False,
+        reclaim_delay=30.0,
+    )
+    eng.observe_pod(pod("batch", "train", {gpu: 8}))
+    eng.decide(0.0)
+    eng.observe_pod(pod("team-x", "small", {gpu: 1}))
+    eng.decide(100.0)  # it waits for lent quota from now on; reclaim would not pay
+
+    def overdue(now: float) -> dict[str, float]:
+        return {
+            dict(s.labels)["node"]: s.value
+            for s in tree_samples(eng, now)
+            if s.metric == "reclaim_overdue_seconds"
+        }
+
+    assert overdue(110.0) == {"batch": 0.0, "team-x": 0.0}
+    assert eng.decide(200.0).evictions == []
+    assert overdue(200.0) == {"batch": 0.0, "team-x": 70.0}
