@@ -281,3 +281,22 @@ def test_simulate_runs_the_live_cluster_then_the_files(
     assert list(report["pods"])[-1] == "ns-a/a-9"  # after the live pods
     assert main(["simulate", str(tmp_path / "missing.yaml")]) == 1
     assert capsys.readouterr().err.startswith("kubectl quotree: error: ")
+
+
+def test_why_shows_the_reason_reclaim_would_not_pay() -> None:
+    """Two borrowers in research: team-a's 1-cpu pod fits team-a but not research, and
+    taking team-b's 5-cpu pod would leave team-b borrowing less than team-a by weight."""
+    state = live_cluster()
+    for obj in state.quotas:
+        obj["spec"]["min"] = {"cpu": "0"}
+    pods = {p["metadata"]["name"]: p for p in state.pods}
+    pods["a-1"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+    pods["b-1"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+    pods["a-2"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+    text = why(state, "ns-a", "a-2", {})
+    assert "reclaim: once its reclaim delay has passed: does not fit in Cohort research" in text
+    assert (
+        "waits: taking 5 cpu from ElasticQuota team-b would leave it borrowing less than "
+        "ElasticQuota team-a by weight (cpu: team-b would borrow 0 at weight 8000, team-a 4 at "
+        "weight 8000)"
+    ) in text
