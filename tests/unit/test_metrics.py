@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from quotree.simulate import simulate, to_json
 from quotree_operator.metrics import Metrics, tree_samples
-from quotree_operator.page import metrics_app, tree_json
+from quotree_operator.page import PAGE, metrics_app, tree_json
 
 TREE = """
 apiVersion: v1
@@ -206,3 +206,24 @@ def test_reclaim_overdue_counts_a_pod_waiting_for_lent_quota_past_the_delay() ->
     assert overdue(110.0) == {"batch": 0.0, "team-x": 0.0}
     assert eng.decide(200.0).evictions == []
     assert overdue(200.0) == {"batch": 0.0, "team-x": 70.0}
+
+
+def test_the_page_marks_a_pod_overdue_for_lent_quota_not_a_quota_above_its_runtime() -> None:
+    gpu = "nvidia.com/gpu"
+    eng = build_engine(
+        quota("batch", min={gpu: 0}, max={gpu: 8}),
+        quota("team-x", min={gpu: 0}, max={gpu: 8}),
+        capacity={gpu: 8},
+        instant_evictions=False,
+        reclaim_delay=0.0,
+    )
+    eng.observe_pod(pod("batch", "train", {gpu: 8}))
+    eng.decide(0.0)
+    eng.observe_pod(pod("team-x", "small", {gpu: 1}))
+    eng.decide(0.0)  # the engine's clock starts at 0: the page's now is far past it
+    nodes = {n["name"]: n for n in tree_json(eng)["nodes"]}
+    assert nodes["batch"]["used"] == {gpu: "8"}  # above its runtime of 7, nobody's business
+    assert nodes["batch"]["reclaimOverdue"] == 0.0
+    assert nodes["team-x"]["reclaimOverdue"] > 0
+    assert "used above" in PAGE
+    assert "used over" not in PAGE
