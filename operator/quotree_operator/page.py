@@ -138,7 +138,7 @@ PAGE = """<!doctype html>
 <div class="meta" id="meta">loading…</div>
 <div class="legend">
   <span><i class="sw" style="background:#2f6fd6"></i>used</span>
-  <span><i class="sw" style="background:#7f9fce"></i>used above runtime (normal: nobody waits)</span>
+  <span><i class="sw" style="background:#7f9fce"></i>above runtime (normal: nobody waits)</span>
   <span><i class="sw" style="background:#cfe0f7"></i>runtime</span>
   <span><i class="sw" style="background:#1d7a3a"></i>min</span>
   <span><i class="sw" style="background:#c0392b"></i>max</span>
