@@ -173,12 +173,22 @@ class EvictionPlanner:
         runtime below the member short. `lowest` keeps, per quota, the lowest priority of
         its possible victims for one scan; `clock()`: the unit's reclaim clock (started
         when first asked for)."""
+        if (
+            verdict.broken is Rule.QUOTA
+            and not record.also
+            and not self.claims
+            and not self._may_preempt(record, verdict, lowest)
+        ):
+            return Plan(False, verdict)  # the common case, without a trial
         steps: list[tuple[Literal["Preempted", "Reclaimed"], str, list[PodRecord]]] = []
         refusal = None
         with trial(self.forest) as taken:
-            for unit, victims in self._under_way(record.key):
-                taken.admit(unit, victims)
-            broken = check()  # as it will be once the evictions under way are done
+            if self.claims:
+                for unit, victims in self._under_way(record.key):
+                    taken.admit(unit, victims)
+            # As it will be once the evictions under way are done; with one tree and none
+            # under way, the verdict is the whole answer.
+            broken = check() if taken.victims or taken.moved or record.also else [verdict]
             for _ in range(PLAN_STEPS):
                 if not broken:
                     break
@@ -226,19 +236,15 @@ class EvictionPlanner:
         waiting.tried = True
         return True
 
-    def _preemption(
-        self, record: PodRecord, verdict: Fit, lowest: dict[str, int], taken: set[str]
-    ) -> list[PodRecord]:
-        """In-quota preemption's victims at quota `verdict.quota` (in any tree that charges
-        the unit): the fewest lower-priority preemptible pods of that quota that make room."""
-        quota = verdict.quota
+    def _may_preempt(self, record: PodRecord, verdict: Fit, lowest: dict[str, int]) -> bool:
+        """The quota where the unit is short preempts, and holds lower-priority pods."""
         node = verdict.node
         if node is None or node.config is None or not node.config.preempt_within_quota:
-            return []
-        pods = self.ledger.quota_pods[quota]
-        least = lowest.get(quota)
+            return False
+        least = lowest.get(verdict.quota)
         if least is None:
-            least = lowest[quota] = min(
+            pods = self.ledger.quota_pods[verdict.quota]
+            least = lowest[verdict.quota] = min(
                 (
                     r.facts.priority
                     for r in pods.admitted.values()
@@ -246,8 +252,17 @@ class EvictionPlanner:
                 ),
                 default=record.facts.priority,
             )
-        if least >= record.facts.priority:
+        return least < record.facts.priority
+
+    def _preemption(
+        self, record: PodRecord, verdict: Fit, lowest: dict[str, int], taken: set[str]
+    ) -> list[PodRecord]:
+        """In-quota preemption's victims at quota `verdict.quota` (in any tree that charges
+        the unit): the fewest lower-priority preemptible pods of that quota that make room."""
+        if not self._may_preempt(record, verdict, lowest):
             return []
+        quota = verdict.quota
+        pods = self.ledger.quota_pods[quota]
         # The pods being evicted are out of `used` already (the plan's `Trial`).
         victims = preemption_victims(pods, record, verdict.amounts, taken=taken, freed={})
         if victims:

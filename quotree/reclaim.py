@@ -242,6 +242,11 @@ class Trial:
         self.victims = []
 
     @property
+    def moved(self) -> bool:
+        """Anything was taken out or put in."""
+        return bool(self._done)
+
+    @property
     def keys(self) -> set[str]:
         return {v.key for v in self.victims}
 
