@@ -16,7 +16,7 @@ from functools import partial
 from quotree import admission, fit
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
-from quotree.fit import Rule, Seat
+from quotree.fit import Seat
 from quotree.hold import Holds
 from quotree.ledger import Ledger
 from quotree.models import FLAVOR_LABEL
@@ -345,7 +345,7 @@ class Decider:
                 self._admit_fit(name, node, record, out)
                 placed.clear()
                 continue
-            if verdict.broken not in (Rule.QUOTA, Rule.ANCESTOR):
+            if not self.planner.worth_planning(record, verdict, lowest):
                 self.reasons.explain(name, node, record, verdict, out)
                 continue
             clock = partial(self.planner.waits, name, key, now, clocks)

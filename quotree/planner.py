@@ -173,13 +173,6 @@ class EvictionPlanner:
         runtime below the member short. `lowest` keeps, per quota, the lowest priority of
         its possible victims for one scan; `clock()`: the unit's reclaim clock (started
         when first asked for)."""
-        if (
-            verdict.broken is Rule.QUOTA
-            and not record.also
-            and not self.claims
-            and not self._may_preempt(record, verdict, lowest)
-        ):
-            return Plan(False, verdict)  # the common case, without a trial
         steps: list[tuple[Literal["Preempted", "Reclaimed"], str, list[PodRecord]]] = []
         refusal = None
         with trial(self.forest) as taken:
@@ -235,6 +228,18 @@ class EvictionPlanner:
             return False
         waiting.tried = True
         return True
+
+    def worth_planning(self, record: PodRecord, verdict: Fit, lowest: dict[str, int]) -> bool:
+        """Whether evictions may let the unit in (or are under way for it): it waits for
+        lent quota, or is short at a quota that may preempt for it, or in several trees.
+        The common case (short at a quota, nothing lower to preempt) is answered here."""
+        if verdict.broken is Rule.ANCESTOR:
+            return True
+        if verdict.broken is not Rule.QUOTA:
+            return False
+        return bool(
+            record.victims or record.also or self.claims
+        ) or self._may_preempt(record, verdict, lowest)
 
     def _may_preempt(self, record: PodRecord, verdict: Fit, lowest: dict[str, int]) -> bool:
         """The quota where the unit is short preempts, and holds lower-priority pods."""
