@@ -68,7 +68,7 @@ image:
 # One replica acts (holds the Lease), all answer the webhooks (docs/deploy.md).
 replicas: {replicas}
 
-# Seconds a quota may stay above its runtime before reclaim (QUOTREE_RECLAIM_DELAY).
+# Seconds a pod waits for lent quota before reclaim is tried for it (QUOTREE_RECLAIM_DELAY).
 reclaimDelay: {reclaim_delay}
 
 # Log level of the operator (QUOTREE_LOG_LEVEL).

@@ -124,21 +124,15 @@ def why_waits(
     """The Pending reason of a pod that fits its quota but not an ancestor (lent quota);
     `request` is the pod's, in the names of the ancestor's tree; `tree` names that tree
     when it is not the default one."""
-    bound = "capacity" if ancestor.config is None else "runtime"
-    parts = []
-    for resource in sorted(short):
-        used = format_quantity(ancestor.used[resource], resource)
-        asked = format_quantity(request.get(resource, 0), resource)
-        limit = format_quantity(ancestor.runtime[resource], resource)
-        parts.append(f"{resource}: used {used} + request {asked} > {bound} {limit}")
     waits = []
     for lender in lenders:
         amount = format_quantity(lender.amount, lender.resource)
-        when = (
-            "being evicted"
-            if lender.seconds is None
-            else f"reclaimed in {max(0, math.ceil(lender.seconds))} s"
-        )
+        if lender.seconds is None:
+            when = "being evicted"
+        elif lender.seconds > 0:
+            when = f"reclaimed in {math.ceil(lender.seconds)} s"
+        else:  # the reclaim delay passed and no eviction would let the pod in
+            when = "which reclaim cannot take: the pods it may evict would not let this one in"
         waits.append(
             f"waits for {amount} {lender.resource} lent to ElasticQuota {lender.quota}, {when}"
         )
@@ -146,12 +140,26 @@ def why_waits(
         waits.append(
             "waits until pods below it finish (held by non-preemptible pods or outside quotree)"
         )
-    return (
-        f"does not fit in {ancestor_label(ancestor, tree)}: "
-        + "; ".join(parts)
-        + "; "
-        + "; ".join(waits)
-    )
+    return ancestor_text(ancestor, request, short, tree=tree) + "; " + "; ".join(waits)
+
+
+def ancestor_text(
+    ancestor: TreeNode,
+    request: Mapping[str, int],
+    short: Mapping[str, int],
+    *,
+    tree: str | None = None,
+) -> str:
+    """`does not fit in Cohort org: cpu: used 9 + request 2 > runtime 10`: where a pod that
+    fits its quota is short (an ancestor, or the cluster), with the numbers."""
+    bound = "capacity" if ancestor.config is None else "runtime"
+    parts = []
+    for resource in sorted(short):
+        used = format_quantity(ancestor.used[resource], resource)
+        asked = format_quantity(request.get(resource, 0), resource)
+        limit = format_quantity(ancestor.runtime[resource], resource)
+        parts.append(f"{resource}: used {used} + request {asked} > {bound} {limit}")
+    return f"does not fit in {ancestor_label(ancestor, tree)}: " + "; ".join(parts)
 
 
 def non_preemptible_shortfall(node: TreeNode, pods: QuotaPods, record: Unit) -> dict[str, int]:

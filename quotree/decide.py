@@ -11,19 +11,22 @@ should be made to look like; time comes in as an argument.
 
 from __future__ import annotations
 
+from functools import partial
+
 from quotree import admission, fit
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
-from quotree.fit import Rule, Seat
+from quotree.fit import Seat
 from quotree.gang_admission import GangAdmission
 from quotree.hold import Holds
 from quotree.ledger import Ledger
 from quotree.models import FLAVOR_LABEL
 from quotree.options import EngineOptions
 from quotree.placement import Placed, Placement
-from quotree.planner import EvictionPlanner
+from quotree.planner import Clock, EvictionPlanner
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.reasons import Reasons
+from quotree.round_scope import only_shrank, waiting_behind
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest, maintenance_reason
 
@@ -54,7 +57,7 @@ class Decider:
         self.holds = holds
         self.options = options
         #: Which pods to evict, and asking for it (`planner.py`).
-        self.planner = EvictionPlanner(ledger, reclaim_delay)
+        self.planner = EvictionPlanner(ledger, forest, reclaim_delay)
         # Quotas whose waiting pods' reasons a reclaim of this round changed ("being evicted"):
         # looked at again before the round ends (`decide_round`).
         self._rewake: set[str] = set()
@@ -81,6 +84,7 @@ class Decider:
         record.admitted_seq = seq or next(self.ledger.admissions)
         record.reason = message
         record.victims = NO_VICTIMS
+        self.planner.claims.pop(record.key, None)
         self.ledger.quota_pods[record.quota].add_admitted(record)
         self.tree_of(record.quota).add_used(record.quota, record.request)
         if self.forest.several:
@@ -154,16 +158,20 @@ class Decider:
             changed = {
                 name
                 for name in changed
-                if name in grown or name in touched or not self._only_shrank(name)
+                if name in grown
+                or name in touched
+                or not only_shrank(self.tree, self.ledger, self.reasons, name)
             }
-        names = changed | touched | set(self.planner.over_since) | self.reasons.waiting_on_ancestor
+        names = changed | touched | self.reasons.waiting_on_ancestor
         if self.forest.several:
             for tree in self.forest:
                 if tree is not self.tree:
                     names |= tree.settle()
             released, self.ledger.released_in = self.ledger.released_in, set()
-            names |= self._waiting_behind(names | released)
-        for name in sorted(names):
+            names |= waiting_behind(self.ledger, names | released)
+        # A unit that evictions were asked for goes first: the room its victims leave is its.
+        first = self.planner.claimants()
+        for name in sorted(names, key=lambda n: (n not in first, n)):
             evicted |= self._decide_quota(name, now, out, relabel=name in touched)
         # Placing a pod on a flavor moves its demand, which changes other quotas' runtimes:
         # look at those now (their reclaim clock starts), not one round later. So are the
@@ -172,52 +180,20 @@ class Decider:
             again = tree.settle()
             if self._rewake:
                 again |= {name for name in self._rewake if self.tree_of(name) is tree}
-            for name in sorted(again):
+            for name in sorted(again, key=lambda n: (n not in first, n)):
                 evicted |= self._decide_quota(name, now, out, relabel=False)
         self._rewake = set()
         return evicted
-
-    def _waiting_behind(self, names: set[str]) -> set[str]:
-        """The quotas whose pending pods are also charged to one of `names` (in another
-        tree): when that quota changes, they look at their pending pods again."""
-        woken: set[str] = set()
-        for name in names:
-            pods = self.ledger.quota_pods.get(name)
-            if pods is not None and pods.queued_in:
-                woken.update(pods.queued_in)  # their `room` holds this quota's room too
-        return woken
-
-    def _only_shrank(self, name: str) -> bool:
-        """True when `decide` has nothing to do for quota `name`, whose runtime changed but
-        whose room grew nowhere (neither its runtime or guarantee nor any ancestor's room:
-        `QuotaTree.grown_quotas`): its pending pods were looked at with at least this much
-        room (`QuotaPods.room` is set), it waits for no ancestor, it was not over its
-        runtime and is not now. `_decide_quota` would then change nothing."""
-        if name in self.planner.over_since or name in self.reasons.waiting_on_ancestor:
-            return False
-        pods = self.ledger.quota_pods.get(name)
-        if pods is None:
-            return True
-        if pods.pending and pods.room is None:
-            return False
-        node = self.tree.node(name)
-        if node is None or not node.is_quota:
-            return False
-        grown = self.tree.grown_quotas
-        if any(ancestor.name in grown for ancestor in self.tree.path_up(node)):
-            return False  # an ancestor's room may have grown: a waiting pod may fit now
-        used, runtime = node.used, node.runtime
-        return all(used[r] <= runtime[r] for r in node.resources)
 
     def _decide_quota(self, name: str, now: float, out: Decisions, *, relabel: bool) -> bool:
         pods = self.ledger.quota_pods.get(name)
         tree = self.tree_of(name)
         node = tree.node(name)
         if pods is None:
-            self.planner.over_since.pop(name, None)
+            self.planner.waiting.pop(name, None)
             return False
         if node is None or not node.is_quota:
-            self.planner.over_since.pop(name, None)
+            self.planner.waiting.pop(name, None)
             pods.room = None  # when it comes back, look at its pods again
             problem = tree.problems.get(name)
             why = problem.message if problem else f"ElasticQuota {name} does not exist"
@@ -227,7 +203,7 @@ class Decider:
         maintenance = self._in_maintenance(node)
         if maintenance is not None:
             # Account and report, decide nothing: no admission, no eviction, no reclaim clock.
-            self.planner.over_since.pop(name, None)
+            self.planner.waiting.pop(name, None)
             pods.room = None  # when it ends, look at every pending pod again
             for _, key in pods.pending:
                 self.reasons.set(
@@ -237,30 +213,25 @@ class Decider:
                     out,
                 )
             return False
-        evicted = self._reclaim(name, node, pods, now, out)
         admitted_before = len(pods.admitted)
-        evicted |= self._admit_pending(name, node, pods, out)
+        evicted = self._admit_pending(name, node, pods, out, now=now)
         if relabel or evicted or admitted_before != len(pods.admitted):
             pods.standings.relabel(node.guarantee, node.resources, pods.admitted, out.labels)
         return evicted
 
-    def _reclaim(
-        self, name: str, node: TreeNode, pods: QuotaPods, now: float, out: Decisions
-    ) -> bool:
-        """Reclaim for quota `name` when it has held more than its runtime long enough."""
-        if not self.planner.reclaim(name, node, pods, now, out):
-            return False
-        for waiting in self.reasons.waiting_on_ancestor:
-            self.ledger.quota_pods[waiting].room = None  # their reasons now say "being evicted"
-        self._rewake |= self.reasons.waiting_on_ancestor
-        self.reasons.lenders_changed()
-        return True
-
     def _admit_pending(
-        self, name: str, node: TreeNode, pods: QuotaPods, out: Decisions, *, force: bool = False
+        self,
+        name: str,
+        node: TreeNode,
+        pods: QuotaPods,
+        out: Decisions,
+        *,
+        now: float,
+        force: bool = False,
     ) -> bool:
         if not pods.pending:
             return False
+        force = force or self.planner.due(name, now)  # a unit's reclaim delay just passed
         path = self.tree_of(name).path_up(node)
         before = pods.room
         # The ancestors' room (`admission.room`'s last list) holds back only a pod that
@@ -278,8 +249,8 @@ class Decider:
             and not admission.room_grew(self._room(node, path, pods), before, ancestors=ancestors)
         ):
             return False
-        evicted = self._scan_pending(name, node, path, pods, out)
-        pods.room = self._room(node, path, pods)
+        evicted = self._scan_pending(name, node, path, pods, out, now=now)
+        pods.room = None if evicted else self._room(node, path, pods)  # evicted: look again
         return evicted
 
     def _room(self, node: TreeNode, path: list[TreeNode], pods: QuotaPods) -> admission.Room:
@@ -305,11 +276,18 @@ class Decider:
         for name, pods in self.ledger.quota_pods.items():
             node = self.tree_of(name).node(name)
             if node is not None and node.is_quota:
-                self._admit_pending(name, node, pods, out, force=True)
+                self._admit_pending(name, node, pods, out, now=self.reasons.now, force=True)
         return out
 
     def _scan_pending(
-        self, name: str, node: TreeNode, path: list[TreeNode], pods: QuotaPods, out: Decisions
+        self,
+        name: str,
+        node: TreeNode,
+        path: list[TreeNode],
+        pods: QuotaPods,
+        out: Decisions,
+        *,
+        now: float,
     ) -> bool:
         self.reasons.waiting_on_ancestor.discard(name)  # added back below while a pod still waits
         evicted = False
@@ -318,13 +296,14 @@ class Decider:
         # evicted (`Placement.place`).
         placed: dict[object, str] = {}
         lowest: dict[str, int] = {}  # per quota, the lowest priority of its possible victims
+        clocks: dict[str, Clock] = {}  # the reclaim clocks of the pods waiting for lent quota
         here = Seat(node, path, pods)
-        for _, key in list(pods.pending):
+        for key in self.planner.queue(name, pods.pending):
             record = self.ledger.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
                 continue
             if record.group is not None:  # a pod group's pods are decided together
-                handled = self.gangs.scan(name, here, record, out, lowest)
+                handled = self.gangs.scan(name, here, record, out, lowest=lowest, clocks=clocks)
                 if handled is not None:
                     evicted |= handled
                     placed.clear()
@@ -346,33 +325,42 @@ class Decider:
                 self._admit_fit(name, node, record, out)
                 placed.clear()
                 continue
-            if verdict.broken is not Rule.QUOTA:
+            if not self.planner.worth_planning(record, verdict, lowest):
                 self.reasons.explain(name, node, record, verdict, out)
                 continue
-            if record.victims and any(
-                v in self.ledger.pods and self.ledger.pods[v].evicting for v in record.victims
-            ):
-                self.reasons.set(record, admission.waiting_for_victims(record), out)
+            clock = partial(self.planner.waits, name, key, now, clocks)
+            if self.planner.in_flight(record):
+                self.reasons.for_victims(name, node, record, verdict, out)
                 continue
-            # Short at a quota (its own, or its quota in another tree): in-quota preemption
-            # there, among that quota's pods of lower priority.
-            if self.planner.preempt(record, verdict, lowest, out):
-                evicted = True
-                placed.clear()
-                # Victims still count as used until they are gone, unless the eviction
-                # took effect at once (the simulator): then the pod may fit now, by the
-                # runtimes and guarantee their departure left.
-                self.tree_of(verdict.quota).refresh()
-                after = self.seats.check(record, name, here)
-                if after.fits:
-                    self._admit_fit(name, node, record, out, " after preemption")
-                elif after.quota == verdict.quota and after.broken is Rule.QUOTA:
-                    self.reasons.set(record, admission.waiting_for_victims(record), out)
-                else:
-                    self.reasons.explain(name, node, record, after, out)
+            check = partial(self.seats.broken, record, name, here)
+            plan = self.planner.plan(
+                record, verdict, check=check, lenders=self.reasons.holders, clock=clock,
+                lowest=lowest, now=now, out=out,
+            )  # fmt: skip
+            if not plan.evicted:
+                self.reasons.explain(name, node, record, verdict, out, refusal=plan.refusal)
                 continue
-            self.reasons.explain(name, node, record, verdict, out)
+            evicted = True
+            placed.clear()
+            self.evicted_for()
+            # Victims count as used until gone, unless the eviction took effect at once.
+            self.tree_of(verdict.quota).refresh()
+            after = self.seats.check(record, name, here)
+            if after.fits:
+                self._admit_fit(name, node, record, out, " after preemption")
+            else:
+                self.reasons.for_victims(name, node, record, after, out)
+        self.planner.keep_clocks(name, clocks)
+        if clocks:
+            self.reasons.waiting_on_ancestor.add(name)  # its clocks run: look again each round
         return evicted
+
+    def evicted_for(self) -> None:
+        """Evictions were asked for: the pods waiting for lent quota now say so."""
+        for waiting in self.reasons.waiting_on_ancestor:
+            self.ledger.quota_pods[waiting].room = None  # their reasons now say "being evicted"
+        self._rewake |= self.reasons.waiting_on_ancestor
+        self.reasons.lenders_changed()
 
     # ------------------------------------------------------------ maintenance mode
 

@@ -1,22 +1,22 @@
-"""Which admitted pods to evict: in-quota preemption victims and reclaim victims.
+"""Which admitted pods to evict: in-quota preemption victims, and the orders reclaim uses.
 
 Why a module of its own: the semantics' "In-quota preemption" and "Reclaim"
-are two questions with one shape (free this much from a quota's admitted,
-preemptible pods, taking the least important first), and the rule for which
-pods go is a promise users read in the in-quota / over-quota labels. Pure
-functions over a quota's pods and its tree node; the engine carries them out.
+are two questions with one shape (free this much from admitted, preemptible pods,
+taking the least important first), and the rule for which pods go is a promise users
+read in the in-quota / over-quota labels. Pure functions over a quota's pods and its
+tree node; reclaim's choice across quotas, and whether it pays, is `reclaim.py`'s; the
+engine carries them out.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from quotree.accounts import TreeNode
-from quotree.admission import IN_QUOTA, OVER_QUOTA, in_quota_order, standings
-from quotree.pods import PodRecord, QuotaPods, least_important_first
+from quotree.pods import Claimant, PodRecord, QuotaPods, least_important_first
 from quotree.quantity import format_quantity
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "preemption_victims",
     "reclaim_order",
     "reclaim_reason",
-    "reclaim_victims",
 ]
 
 
@@ -119,38 +118,6 @@ def reclaim_order(record: PodRecord) -> tuple[int, int]:
     return (record.facts.priority, -record.admitted_seq)
 
 
-def reclaim_victims(node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) -> list[PodRecord]:
-    """Admitted preemptible pods to evict so that the quota gets back within its runtime.
-
-    Over-quota pods first, then in-quota ones (semantics.md, "Reclaim"), each in
-    `reclaim_order`; then the victims not needed are given back, most important first,
-    except that an over-quota victim is never given back while an in-quota one goes.
-    """
-    labels = {record.key: label for record, label in standings(node, pods)}
-    candidates = [
-        r
-        for r in pods.admitted.values()
-        if r.preemptible
-        and not r.evicting
-        and any(r.request_in(pods.name).get(res, 0) > 0 for res in over)
-    ]
-    candidates.sort(key=lambda r: (labels[r.key] != OVER_QUOTA, *reclaim_order(r)))
-
-    def may_give_back(victim: PodRecord, chosen: list[PodRecord]) -> bool:
-        if labels[victim.key] == IN_QUOTA:
-            return True
-        return all(labels[other.key] == OVER_QUOTA for other in chosen)
-
-    return cover(
-        over,
-        candidates,
-        pods.name,
-        partial=True,
-        importance=in_quota_order,
-        may_give_back=may_give_back,
-    )
-
-
 #: In-quota preemption searches every set of victims exactly when there are at most this
 #: many candidates (at most 2**12 = 4,096 sets, a few milliseconds); above it, greedily.
 EXACT_SEARCH_LIMIT = 12
@@ -199,19 +166,27 @@ def fewest_victims(
 
 
 def preemption_victims(
-    pods: QuotaPods, record: PodRecord, short: Mapping[str, int]
+    pods: QuotaPods,
+    record: Claimant,
+    short: Mapping[str, int],
+    *,
+    taken: Container[str] = (),
+    freed: Mapping[str, int] | None = None,
 ) -> list[PodRecord]:
     """Lower-priority preemptible pods of the quota whose eviction makes `record` fit.
 
-    Pods already being evicted count as freed; [] when no choice makes it fit.
+    Pods already being evicted count as freed (`freed`: what they free, when not
+    `pods.evicting`); `taken`: pods already chosen (by key), never chosen again; [] when
+    no choice makes it fit.
     """
     priority = record.facts.priority
-    need = {r: short[r] - pods.evicting.get(r, 0) for r in short}
+    gone = pods.evicting if freed is None else freed
+    need = {r: short[r] - gone.get(r, 0) for r in short}
     if all(amount <= 0 for amount in need.values()):
         return []
     candidates = [
         r
         for r in pods.admitted.values()
-        if r.preemptible and not r.evicting and r.facts.priority < priority
+        if r.preemptible and not r.evicting and r.facts.priority < priority and r.key not in taken
     ]
     return fewest_victims(need, candidates, pods.name)

@@ -111,6 +111,12 @@ class Seats:
             return check(unit, ((name, here),))
         return check(unit, self._with_other_trees(name, here, unit))
 
+    def broken(self, unit: Unit, name: str, here: Seat) -> list[Fit]:
+        """`check` in each tree that charges the unit on its own: every quota where it
+        does not fit, its first tree's first (empty: it fits everywhere)."""
+        seats = self._with_other_trees(name, here, unit) if unit.also else ((name, here),)
+        return [verdict for seat in seats if not (verdict := check(unit, (seat,))).fits]
+
     def _with_other_trees(self, name: str, here: Seat, unit: Unit) -> Iterator[tuple[str, Seat]]:
         yield name, here
         for other in unit.also:

@@ -17,6 +17,7 @@ group's pods above `min`, replacements) are admitted one by one like single pods
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import TYPE_CHECKING
 
 from quotree import admission
@@ -25,40 +26,20 @@ from quotree.decisions import Decisions
 from quotree.eviction import Eviction
 from quotree.fit import Fit, Rule, Seat
 from quotree.group_ledger import ADMITTED, INCOMPLETE, PENDING, GroupLedger, GroupRecord
+from quotree.group_unit import GroupUnit
 from quotree.pods import PodRecord, PodState
 from quotree.quantity import add_amounts, format_quantity
 
 if TYPE_CHECKING:
     from quotree.decide import Decider
+    from quotree.planner import Clock
+    from quotree.reclaim import Refusal
 
-__all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "GangAdmission", "GroupUnit"]
+__all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "GangAdmission"]
 
 #: The requeue backoff after the scheduling timeout: the first, doubling up to the last.
 BACKOFF_FIRST = 60.0
 BACKOFF_MAX = 3600.0
-
-
-class GroupUnit:
-    """A group's pods as one unit for `fit.check` (`pods.Unit`): their requests summed."""
-
-    __slots__ = ("_in", "also", "members", "preemptible", "request")
-
-    def __init__(self, members: list[PodRecord]) -> None:
-        self.members = members
-        self.request: dict[str, int] = {}
-        for member in members:
-            add_amounts(self.request, member.request)
-        self.preemptible = all(m.preemptible for m in members)
-        self.also = members[0].also
-        self._in: dict[str, dict[str, int]] = {}
-
-    def request_in(self, quota: str) -> dict[str, int]:
-        summed = self._in.get(quota)
-        if summed is None:
-            summed = self._in[quota] = {}
-            for member in self.members:
-                add_amounts(summed, member.request_in(quota))
-        return summed
 
 
 class GangAdmission:
@@ -77,7 +58,14 @@ class GangAdmission:
     # ------------------------------------------------------------ the scan
 
     def scan(
-        self, name: str, here: Seat, record: PodRecord, out: Decisions, lowest: dict[str, int]
+        self,
+        name: str,
+        here: Seat,
+        record: PodRecord,
+        out: Decisions,
+        *,
+        lowest: dict[str, int],
+        clocks: dict[str, Clock],
     ) -> bool | None:
         """Decide the group of pending pod `record` (met first in quota `name`'s scan `here`).
 
@@ -124,17 +112,33 @@ class GangAdmission:
             self._say(group, members, never, out)
             return False
         lead = members[0]
-        if verdict.broken is Rule.QUOTA:
-            if lead.victims and any(
-                v in self._decider.ledger.pods and self._decider.ledger.pods[v].evicting
-                for v in lead.victims
-            ):
+        decider = self._decider
+        planner = decider.planner
+        if planner.in_flight(lead):
+            self._say(group, members, admission.waiting_for_victims(lead), out)
+            return False
+        refusal = None
+        if planner.worth_planning(unit, verdict, lowest):
+            # The same plan as for a single pod (in-quota preemption, reclaim when it pays),
+            # for the group's summed request; `finish` widens its victims to whole groups.
+            plan = planner.plan(
+                unit,
+                verdict,
+                check=partial(decider.seats.broken, unit, name, here),
+                lenders=decider.reasons.holders,
+                clock=partial(planner.waits, name, lead.key, now, clocks),
+                lowest=lowest,
+                now=now,
+                out=out,
+            )
+            if plan.evicted:
                 self._say(group, members, admission.waiting_for_victims(lead), out)
-                return False
-            if self._decider.planner.preempt(lead, verdict, lowest, out):
-                self._say(group, members, admission.waiting_for_victims(lead), out)
+                decider.evicted_for()
                 return True
-        self._explain(group, name=name, members=members, unit=unit, verdict=verdict, out=out)
+            refusal = plan.refusal
+        self._explain(
+            group, name=name, members=members, unit=unit, verdict=verdict, out=out, refusal=refusal
+        )
         return False
 
     def _admit(
@@ -243,6 +247,7 @@ class GangAdmission:
         unit: GroupUnit,
         verdict: Fit,
         out: Decisions,
+        refusal: Refusal | None = None,
     ) -> None:
         decider = self._decider
         where = verdict.quota
@@ -251,10 +256,13 @@ class GangAdmission:
         elif verdict.broken is Rule.ANCESTOR:
             tree = decider.tree_of(where)
             decider.reasons.waiting_on_ancestor.add(name)
-            lenders = decider.reasons.lent(verdict.node, verdict.amounts, tree)
+            left = decider.planner.seconds_left(name, members[0].key, decider.reasons.now)
+            lenders = decider.reasons.lent(verdict.node, verdict.amounts, tree, left)
             text = admission.why_waits(
                 verdict.node, unit.request_in(where), verdict.amounts, lenders
             )
+            if refusal is not None:
+                text = f"{text}; {refusal.words()}"
         else:
             several = decider.forest.several
             text = admission.why_not(

@@ -1,56 +1,255 @@
-"""The eviction planner: which admitted pods to evict, and asking for their eviction.
+"""The eviction planner: which admitted pods to evict for a waiting unit, and asking for it.
 
-Why a module of its own: two decisions of semantics.md evict pods, in-quota preemption
-(for a waiting pod, the fewest lower-priority pods of the quota where it is short, in any
-tree) and reclaim (for a quota that has held more than its runtime for the reclaim
-delay). This part keeps the reclaim clock, picks the victims (`eviction.py`'s rules),
-words the events and asks for the evictions (the pods' resources count as on their way
-back until the cluster, or the simulator, takes them away); the decision loop calls it.
+Why a module of its own: two decisions of semantics.md evict pods, both for one waiting
+unit and only when it then fits: in-quota preemption (the fewest lower-priority pods of
+the quota where it is short, in any tree) and reclaim (once the unit has waited for lent
+quota longer than the reclaim delay, the fewest pods of quotas above their runtime below
+the member where it is short, when taking them pays: `reclaim.py`). This part keeps each
+waiting unit's reclaim clock, plans the victims step by step until the admission check
+(`fit.check`) says the unit then fits in every tree, words the events and asks for the
+evictions (the pods' resources count as on their way back until the cluster, or the
+simulator, takes them away); the decision loop calls it. A unit is a pod today (its key,
+request, quota, priority, preemptibility); a pod group plugs in with the same.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
-from quotree.eviction import (
-    Eviction,
-    over_runtime,
-    preemption_victims,
-    reclaim_reason,
-    reclaim_victims,
-)
-from quotree.fit import Fit
+from quotree.eviction import Eviction, over_runtime, preemption_victims, reclaim_reason
+from quotree.fit import Fit, Rule
 from quotree.ledger import Ledger
-from quotree.pods import PodRecord, QuotaPods
+from quotree.pods import Claimant, PodRecord, PodState, QuotaPods
+from quotree.reclaim import Refusal, reclaim_choice, trial
+from quotree.trees import Forest
 
-__all__ = ["EvictionPlanner"]
+__all__ = ["Clock", "EvictionPlanner", "Lenders", "Plan"]
+
+#: The quotas above their runtime below the member where a unit is short (the verdict's),
+#: with their pods; True: as they are now, not as the round found them.
+Lenders = Callable[[Fit, bool], Iterable[tuple[TreeNode, QuotaPods]]]
+
+#: How many steps (a preemption or a reclaim, in one tree) a plan takes at most: a unit
+#: short in several trees needs one or two per tree.
+PLAN_STEPS = 8
+
+
+@dataclass(slots=True)
+class Plan:
+    """What planning for one unit came to: `evicted` when it asked for evictions; else the
+    last verdict it reached (`verdict`: where the unit waits) and, when reclaim would not
+    pay, why (`refusal`)."""
+
+    evicted: bool
+    verdict: Fit
+    refusal: Refusal | None = None
+
+
+@dataclass(slots=True)
+class Clock:
+    """Since when a unit waits for lent quota, and whether it was planned for since its
+    reclaim delay passed (the decision loop looks at its quota once more when not)."""
+
+    since: float
+    tried: bool = False
 
 
 class EvictionPlanner:
     """The evictions of one engine (see module docstring)."""
 
-    def __init__(self, ledger: Ledger, reclaim_delay: float) -> None:
+    def __init__(self, ledger: Ledger, forest: Forest, reclaim_delay: float) -> None:
         self.ledger = ledger
+        self.forest = forest
         self.reclaim_delay = reclaim_delay
-        self.over_since: dict[str, float] = {}  # quota -> since when used > runtime
+        #: quota -> unit key -> its reclaim clock, for the units waiting for lent quota
+        self.waiting: dict[str, dict[str, Clock]] = {}
+        #: unit key -> its quota, for the units whose victims are being evicted (or gone)
+        self.claims: dict[str, str] = {}
 
-    def preempt(
-        self, record: PodRecord, verdict: Fit, lowest: dict[str, int], out: Decisions
-    ) -> bool:
-        """In-quota preemption for a pending pod short at quota `verdict.quota` (in any tree
-        that charges it): evict the fewest lower-priority preemptible pods of that quota
-        that make room (semantics.md). `lowest` keeps, per quota, the lowest priority of its
-        possible victims for this scan. True when it evicted."""
-        quota = verdict.quota
+    # ------------------------------------------------------------ the reclaim clock
+
+    def waits(self, quota: str, key: str, now: float, seen: dict[str, Clock]) -> Clock:
+        """Unit `key` of `quota` waits for lent quota (seen in this scan of its queue)."""
+        clock = self.waiting.get(quota, {}).get(key)
+        if clock is None:
+            clock = Clock(now)
+        seen[key] = clock
+        return clock
+
+    def seconds_left(self, quota: str, key: str, now: float) -> float:
+        """Until the unit's reclaim delay passes (0 or less: it has)."""
+        clock = self.waiting.get(quota, {}).get(key)
+        since = now if clock is None else clock.since
+        return since + self.reclaim_delay - now
+
+    def keep_clocks(self, quota: str, clocks: dict[str, Clock]) -> None:
+        """The clocks of the units of `quota` that still wait for lent quota, after a scan of
+        its queue (the others' clocks stop, but for the units whose victims are going)."""
+        for key, clock in self.waiting.get(quota, {}).items():
+            if key not in clocks and self.claims.get(key) == quota:
+                clocks[key] = clock
+        if clocks:
+            self.waiting[quota] = clocks
+        else:
+            self.waiting.pop(quota, None)
+
+    def queue(self, quota: str, pending: Sequence[tuple[object, str]]) -> list[str]:
+        """The pending units of `quota` (its sorted queue) in the order they are looked at:
+        a unit that evictions were asked for first (the room its victims leave is its)."""
+        keys = [key for _, key in pending]
+        claimed = [key for key in keys if self.claims.get(key) == quota]
+        if not claimed:
+            return keys
+        return claimed + [key for key in keys if key not in claimed]
+
+    def overdue(self, quota: str, now: float) -> float:
+        """How long the longest-waiting unit of `quota` has waited for lent quota past its
+        reclaim delay (0: none has): reclaim would not pay for it, or its evictions do
+        not happen (the metric `quotree_reclaim_overdue_seconds`)."""
+        clocks = self.waiting.get(quota)
+        if not clocks:
+            return 0.0
+        return max(0.0, now - min(c.since for c in clocks.values()) - self.reclaim_delay)
+
+    def due(self, quota: str, now: float) -> bool:
+        """A unit of `quota` has waited past its delay and was not planned for since."""
+        return any(
+            not clock.tried and now - clock.since >= self.reclaim_delay
+            for clock in self.waiting.get(quota, {}).values()
+        )
+
+    def claimants(self) -> set[str]:
+        """The quotas with a unit that evictions were asked for (it goes first, so that
+        nobody else takes the room its victims leave); forgets the units admitted or gone."""
+        quotas = set()
+        for key, quota in list(self.claims.items()):
+            record = self.ledger.pods.get(key)
+            if record is None or record.state is not PodState.PENDING:
+                del self.claims[key]
+            else:
+                quotas.add(quota)
+        return quotas
+
+    def in_flight(self, record: Claimant) -> bool:
+        """The unit's victims are still being evicted."""
+        pods = self.ledger.pods
+        return any(v in pods and pods[v].evicting for v in record.victims)
+
+    def _under_way(self, key: str) -> Iterator[tuple[PodRecord, list[PodRecord]]]:
+        """The other units whose victims are being evicted, with those victims: a plan counts
+        them as gone and the units as admitted (the room those victims leave is theirs)."""
+        pods = self.ledger.pods
+        for other in self.claims:
+            unit = pods.get(other)
+            if other == key or unit is None or unit.state is not PodState.PENDING:
+                continue
+            victims = [pods[v] for v in unit.victims if v in pods and pods[v].evicting]
+            if victims:
+                yield unit, victims
+
+    # ------------------------------------------------------------ planning
+
+    def plan(
+        self,
+        record: Claimant,
+        verdict: Fit,
+        *,
+        check: Callable[[], list[Fit]],
+        lenders: Lenders,
+        clock: Callable[[], Clock],
+        lowest: dict[str, int],
+        now: float,
+        out: Decisions,
+    ) -> Plan:
+        """Plan evictions for a pending unit that does not fit (`verdict`), and ask for them
+        when it then fits (`check`: where the admission check finds it short, in each tree
+        that charges it; empty when it fits everywhere): in-quota
+        preemption where it is short at a quota, reclaim where an ancestor holds lent quota
+        and its clock has passed the delay. `lenders(verdict)`: the quotas above their
+        runtime below the member short. `lowest` keeps, per quota, the lowest priority of
+        its possible victims for one scan; `clock()`: the unit's reclaim clock (started
+        when first asked for)."""
+        steps: list[tuple[Literal["Preempted", "Reclaimed"], str, list[PodRecord]]] = []
+        refusal = None
+        with trial(self.forest) as taken:
+            if self.claims:
+                for unit, victims in self._under_way(record.key):
+                    taken.admit(unit, victims)
+            # As it will be once the evictions under way are done; with one tree and none
+            # under way, the verdict is the whole answer.
+            broken = check() if taken.victims or taken.moved or record.also else [verdict]
+            for _ in range(PLAN_STEPS):
+                if not broken:
+                    break
+                # Reclaim first where an ancestor holds lent quota (in any tree: its victims
+                # free room in every tree that charges them), then in-quota preemption.
+                verdict = next((v for v in broken if v.broken is Rule.ANCESTOR), broken[0])
+                if verdict.broken is Rule.QUOTA:
+                    victims = self._preemption(record, verdict, lowest, taken.keys)
+                    reason = (
+                        f"preempted by {record.key} (priority {record.facts.priority}) "
+                        f"within ElasticQuota {verdict.quota}"
+                    )
+                    kind: Literal["Preempted", "Reclaimed"] = "Preempted"
+                elif verdict.broken is Rule.ANCESTOR and self._may_reclaim(record, clock, now):
+                    fresh = bool(taken.victims)  # the lenders as they are in the trial
+                    found = lenders(verdict, fresh)
+                    victims, refusal = self._reclaim(record, verdict, found, taken.keys)
+                    reason = f"for {record.key} (ElasticQuota {verdict.quota})"
+                    kind = "Reclaimed"
+                else:
+                    victims = []
+                if not victims:
+                    return Plan(False, verdict, refusal)
+                steps.append((kind, reason, victims))
+                taken.take(victims)
+                broken = check()
+            if broken:
+                return Plan(False, broken[0])
+        events = [
+            (victim, kind, self._event(kind, reason, victim))
+            for kind, reason, victims in steps
+            for victim in victims
+        ]
+        for victim, kind, event in events:
+            self.evict(victim, kind, event, out)
+        record.victims = frozenset(v.key for _, _, victims in steps for v in victims)
+        assert record.quota is not None
+        self.claims[record.key] = record.quota
+        return Plan(True, verdict)
+
+    def _may_reclaim(self, record: Claimant, clock: Callable[[], Clock], now: float) -> bool:
+        waiting = clock()
+        if now - waiting.since < self.reclaim_delay:
+            return False
+        waiting.tried = True
+        return True
+
+    def worth_planning(self, record: Claimant, verdict: Fit, lowest: dict[str, int]) -> bool:
+        """Whether evictions may let the unit in (or are under way for it): it waits for
+        lent quota, or is short at a quota that may preempt for it, or in several trees.
+        The common case (short at a quota, nothing lower to preempt) is answered here."""
+        if verdict.broken is Rule.ANCESTOR:
+            return True
+        if verdict.broken is not Rule.QUOTA:
+            return False
+        return bool(record.victims or record.also or self.claims) or self._may_preempt(
+            record, verdict, lowest
+        )
+
+    def _may_preempt(self, record: Claimant, verdict: Fit, lowest: dict[str, int]) -> bool:
+        """The quota where the unit is short preempts, and holds lower-priority pods."""
         node = verdict.node
         if node is None or node.config is None or not node.config.preempt_within_quota:
             return False
-        pods = self.ledger.quota_pods[quota]
-        least = lowest.get(quota)
+        least = lowest.get(verdict.quota)
         if least is None:
-            least = lowest[quota] = min(
+            pods = self.ledger.quota_pods[verdict.quota]
+            least = lowest[verdict.quota] = min(
                 (
                     r.facts.priority
                     for r in pods.admitted.values()
@@ -58,42 +257,48 @@ class EvictionPlanner:
                 ),
                 default=record.facts.priority,
             )
-        if least >= record.facts.priority:
-            return False
-        victims = preemption_victims(pods, record, verdict.amounts)
-        if not victims:
-            return False
-        del lowest[quota]  # victims are gone: look again for the next pod
-        reason = (
-            f"preempted by {record.key} (priority {record.facts.priority}) "
-            f"within ElasticQuota {quota}"
-        )
-        for victim in victims:
-            self.evict(victim, "Preempted", reason, out)
-        record.victims = frozenset(v.key for v in victims)
-        return True
+        return least < record.facts.priority
 
-    def reclaim(
-        self, name: str, node: TreeNode, pods: QuotaPods, now: float, out: Decisions
-    ) -> bool:
-        """Reclaim (semantics.md): once quota `name` has held more than its runtime for the
-        reclaim delay, evict its least important preemptible pods (over-quota first) until
-        it is back within it, as far as they allow. True when it evicted."""
-        over = over_runtime(node, pods)
-        if not over:
-            self.over_since.pop(name, None)
-            return False
-        since = self.over_since.setdefault(name, now)
-        if now - since < self.reclaim_delay:
-            return False
-        victims = reclaim_victims(node, pods, over)
-        if not victims:
-            return False
-        reason = reclaim_reason(name, node, pods, over)
-        for victim in victims:
-            self.evict(victim, "Reclaimed", reason, out)
-        self.over_since.pop(name, None)
-        return True
+    def _preemption(
+        self, record: Claimant, verdict: Fit, lowest: dict[str, int], taken: set[str]
+    ) -> list[PodRecord]:
+        """In-quota preemption's victims at quota `verdict.quota` (in any tree that charges
+        the unit): the fewest lower-priority preemptible pods of that quota that make room."""
+        if not self._may_preempt(record, verdict, lowest):
+            return []
+        quota = verdict.quota
+        pods = self.ledger.quota_pods[quota]
+        # The pods being evicted are out of `used` already (the plan's `Trial`).
+        victims = preemption_victims(pods, record, verdict.amounts, taken=taken, freed={})
+        if victims:
+            del lowest[quota]  # victims are gone: look again for the next unit
+        return victims
+
+    def _reclaim(
+        self,
+        record: Claimant,
+        verdict: Fit,
+        lenders: Iterable[tuple[TreeNode, QuotaPods]],
+        taken: set[str],
+    ) -> tuple[list[PodRecord], Refusal | None]:
+        tree = self.forest.tree_of(verdict.quota)
+        quota = tree.node(verdict.quota)
+        assert quota is not None
+        return reclaim_choice(tree, record, quota, verdict.amounts, lenders, taken=taken)
+
+    def _event(self, kind: str, reason: str, victim: PodRecord) -> str:
+        if kind == "Preempted":
+            return reason
+        assert victim.quota is not None
+        tree = self.forest.tree_of(victim.quota)
+        node = tree.node(victim.quota)
+        pods = self.ledger.quota_pods[victim.quota]
+        if node is None:
+            return f"lent quota is reclaimed {reason}"
+        over = over_runtime(node, pods) or {
+            r: node.used[r] - node.runtime[r] for r in node.resources if r in victim.request
+        }
+        return f"{reclaim_reason(victim.quota, node, pods, over)} {reason}"
 
     def evict(
         self,

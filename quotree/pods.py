@@ -17,7 +17,15 @@ from quotree.podfacts import PodFacts
 from quotree.quantity import add_amounts
 from quotree.standings import Standings
 
-__all__ = ["Placing", "PodRecord", "PodState", "QuotaPods", "Unit", "least_important_first"]
+__all__ = [
+    "Claimant",
+    "Placing",
+    "PodRecord",
+    "PodState",
+    "QuotaPods",
+    "Unit",
+    "least_important_first",
+]
 
 
 class PodState(StrEnum):
@@ -39,6 +47,20 @@ class Unit(Protocol):
     @property
     def also(self) -> tuple[str, ...]: ...
     def request_in(self, quota: str) -> dict[str, int]: ...
+
+
+class Claimant(Unit, Protocol):
+    """A waiting unit the eviction planner plans for (`planner.EvictionPlanner.plan`): a pod,
+    or a pod group (`gang_admission.GroupUnit`: its first pod stands for it)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def quota(self) -> str | None: ...
+    @property
+    def facts(self) -> PodFacts: ...
+
+    victims: frozenset[str]
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from quotree.decisions import Decisions
 from quotree.fit import Fit, Rule
 from quotree.planner import EvictionPlanner
 from quotree.pods import PodRecord, QuotaPods
+from quotree.reclaim import Refusal
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest
 
@@ -85,10 +86,27 @@ class Reasons:
         self.set(record, reason, out, key=key)
 
     def explain(
-        self, name: str, node: TreeNode, record: PodRecord, verdict: Fit, out: Decisions
+        self,
+        name: str,
+        node: TreeNode,
+        record: PodRecord,
+        verdict: Fit,
+        out: Decisions,
+        *,
+        refusal: Refusal | None = None,
     ) -> None:
-        """Say why a pending pod of quota `name` waits, from the admission check's verdict."""
+        """Say why a pending pod of quota `name` waits, from the admission check's verdict
+        (and, when reclaiming lent quota for it would not pay, why: `refusal`)."""
         short, amounts = verdict.broken, verdict.amounts
+        if refusal is not None and verdict.node is not None:
+            self.waiting_on_ancestor.add(name)
+            tree = self._forest.tree_of(verdict.quota)
+            label = self._forest.label(verdict.node) if self._forest.several else None
+            shortfall = admission.ancestor_text(
+                verdict.node, record.request_in(verdict.quota), amounts, tree=label
+            )
+            self.set(record, f"{shortfall}; {refusal.words()}", out)
+            return
         if verdict.quota == name:
             if short is Rule.ANCESTOR:
                 assert verdict.node is not None
@@ -109,7 +127,7 @@ class Reasons:
         label = self._forest.label(verdict.node)
         if short is Rule.ANCESTOR:
             self.waiting_on_ancestor.add(name)
-            lenders = self.lent(verdict.node, amounts, tree)
+            lenders = self.lent(verdict.node, amounts, tree, self._left(name, record))
             request = record.request_in(other)
             reason = admission.why_waits(verdict.node, request, amounts, lenders, tree=label)
         else:
@@ -123,6 +141,16 @@ class Reasons:
                 tree=label,
             )
         self.set(record, reason, out)
+
+    def for_victims(
+        self, name: str, node: TreeNode, record: PodRecord, verdict: Fit, out: Decisions
+    ) -> None:
+        """The pod waits for the pods evicted for it to go: for lent quota (the reason says
+        "being evicted") or for preempted pods."""
+        if verdict.broken is Rule.ANCESTOR:
+            self.explain(name, node, record, verdict, out)
+        else:
+            self.set(record, admission.waiting_for_victims(record), out)
 
     def waits_for_ancestor(
         self,
@@ -141,13 +169,15 @@ class Reasons:
         """
         self.waiting_on_ancestor.add(name)
         tree = self._forest.tree_of(name)
-        lenders = self.lent(ancestor, short, tree)
+        lenders = self.lent(ancestor, short, tree, self._left(name, record))
         key = (
             "ancestor",
             id(tree),
             ancestor.name,
             tuple((r, short[r], ancestor.used[r], ancestor.runtime[r]) for r in short),
-            tuple((x.quota, x.resource, x.amount, x.seconds is None) for x in lenders),
+            tuple(
+                (x.quota, x.resource, x.amount, x.seconds is None or x.seconds > 0) for x in lenders
+            ),
         )
         if record.reason_key != key:
             reason = admission.why_waits(
@@ -159,11 +189,17 @@ class Reasons:
             )
             self.set(record, reason, out, key=key)
 
-    def lent(
-        self, ancestor: TreeNode, short: Mapping[str, int], tree: QuotaTree
+    def _left(self, name: str, record: PodRecord) -> float:
+        """Seconds until the pod's reclaim delay passes (its clock, `EvictionPlanner.waiting`)."""
+        return self._planner.seconds_left(name, record.key, self.now)
+
+    def _over(
+        self, ancestor: TreeNode, tree: QuotaTree, *, fresh: bool = False
     ) -> list[admission.Lender]:
-        """What the quotas below `ancestor` hold above their runtime in `short`'s resources."""
-        lenders = self._lenders.get(ancestor)
+        """What every quota below `ancestor` holds above its runtime, per resource (amount;
+        seconds 0.0, or None when its pods are already being evicted): kept for the round
+        unless `fresh`."""
+        lenders = None if fresh else self._lenders.get(ancestor)
         if lenders is None:
             lenders = []
             for quota in tree.quotas_below(ancestor):
@@ -173,19 +209,36 @@ class Reasons:
                     excess = quota.used[resource] - quota.runtime[resource]
                     if excess <= 0:
                         continue
-                    if excess > evicting.get(resource, 0):
-                        since = self._planner.over_since.get(quota.name, self.now)
-                        delay = self._planner.reclaim_delay
-                        seconds: float | None = since + delay - self.now
-                    else:
-                        seconds = None
+                    seconds = 0.0 if excess > evicting.get(resource, 0) else None
                     lenders.append(admission.Lender(quota.name, resource, excess, seconds))
-            self._lenders[ancestor] = lenders
+            if not fresh:
+                self._lenders[ancestor] = lenders
+        return lenders
+
+    def holders(self, verdict: Fit, fresh: bool) -> list[tuple[TreeNode, QuotaPods]]:
+        """The quotas above their runtime below the member where a unit is short (the
+        verdict's), with their pods: where reclaim looks for victims (`EvictionPlanner`)."""
+        assert verdict.node is not None
+        tree = self._forest.tree_of(verdict.quota)
+        names = dict.fromkeys(x.quota for x in self._over(verdict.node, tree, fresh=fresh))
+        found = []
+        for name in names:
+            node = tree.node(name)
+            if node is not None:
+                found.append((node, self._quota_pods[name]))
+        return found
+
+    def lent(
+        self, ancestor: TreeNode, short: Mapping[str, int], tree: QuotaTree, seconds: float
+    ) -> list[admission.Lender]:
+        """What the quotas below `ancestor` hold above their runtime in `short`'s resources;
+        `seconds`: until the waiting pod's reclaim delay passes."""
         out = []
         missing = dict(short)
-        for lender in lenders:
+        for lender in self._over(ancestor, tree):
             if missing.get(lender.resource, 0) > 0:
                 amount = min(lender.amount, missing[lender.resource])
                 missing[lender.resource] -= amount
-                out.append(admission.Lender(lender.quota, lender.resource, amount, lender.seconds))
+                when = None if lender.seconds is None else seconds
+                out.append(admission.Lender(lender.quota, lender.resource, amount, when))
         return out

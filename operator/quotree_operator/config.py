@@ -31,7 +31,7 @@ class OperatorConfig:
     system_namespaces: tuple[str, ...] = ()
     #: ElasticQuota for pods no quota covers (QUOTREE_DEFAULT_QUOTA); empty: they are unmanaged.
     default_quota: str | None = None
-    #: Seconds a quota may stay above its runtime before reclaim (QUOTREE_RECLAIM_DELAY).
+    #: Seconds a pod waits for lent quota before reclaim is tried for it (QUOTREE_RECLAIM_DELAY).
     reclaim_delay: float = 30.0
     #: Seconds a pod group may wait for all its pods before its GroupIncomplete event
     #: (QUOTREE_GROUP_TIMEOUT).

@@ -4,9 +4,11 @@
   the shell (decisions, admissions, evictions) and the webhook server (durations, errors),
   and the `quotree_leader` gauge.
 - `tree_samples(engine)`: a pure function from the engine's reports to the per-node gauges
-  (`quotree_min|max|request|runtime|used`, `quotree_pods`, `quotree_pod_groups`). The
-  registry calls it at every scrape through `TreeCollector`, so the gauges are never stale
-  and a node that is deleted disappears from the next scrape.
+  (`quotree_min|max|request|runtime|used`, `quotree_pods`, `quotree_pod_groups`, and per
+  ElasticQuota `quotree_reclaim_overdue_seconds`: how long its longest-waiting pod has waited
+  for lent quota past the reclaim delay). The registry calls it at every scrape through
+  `TreeCollector`, so the gauges are never stale and a node that is deleted disappears from
+  the next scrape.
 The server (`/metrics`, the tree page and its JSON) is in page.py.
 
 Cardinality is bounded by the tree: labels name nodes, resources, pod states, webhooks and
@@ -66,8 +68,11 @@ class Sample:
     value: float
 
 
-def tree_samples(engine: Engine) -> list[Sample]:
-    """Every per-node gauge value the engine's reports give now (pure: reads only)."""
+def tree_samples(engine: Engine, now: float | None = None) -> list[Sample]:
+    """Every per-node gauge value the engine's reports give now (pure: reads only); `now`
+    on the engine's clock (`time.monotonic()`, as the controller decides)."""
+    now = time.monotonic() if now is None else now
+    planner = engine.decider.planner
     out: list[Sample] = []
     for name, config in sorted(engine.all_configs().items()):
         report = engine.report(name)
@@ -100,6 +105,8 @@ def tree_samples(engine: Engine) -> list[Sample]:
                 ("pending", report.pending_groups),
             ):
                 out.append(Sample("pod_groups", (*pod_labels, ("state", state)), count))
+            overdue = planner.overdue(name, now)
+            out.append(Sample("reclaim_overdue_seconds", pod_labels, overdue))
     return out
 
 
@@ -112,6 +119,8 @@ _HELP = {
     "used": "What the admitted pods of a tree node use (status.used), per resource",
     "pods": "Pods of an ElasticQuota by state (admitted, pending)",
     "pod_groups": "Pod groups of an ElasticQuota by state (admitted whole, pending whole)",
+    "reclaim_overdue_seconds": "How long the longest-waiting pod of an ElasticQuota has "
+    "waited for lent quota past the reclaim delay (0: none)",
 }
 
 
@@ -131,6 +140,7 @@ class TreeCollector(Collector):
             *((m, NODE_LABELS) for m in ("min", "max", "request", "runtime", "used")),
             ("pods", ("node", "namespace", "state")),
             ("pod_groups", ("node", "namespace", "state")),
+            ("reclaim_overdue_seconds", ("node", "namespace")),
         ):
             families[metric] = GaugeMetricFamily(
                 f"quotree_{metric}", _HELP[metric], labels=list(labels)

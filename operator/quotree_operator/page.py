@@ -11,6 +11,7 @@ why they wait), and it offers no action: it is a GET-only view that polls `/api/
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -45,6 +46,7 @@ def tree_json(
         parent = config.parent if config.parent in configs else None
         children.setdefault(parent, []).append(name)
     nodes: list[dict[str, Any]] = []
+    planner, now = engine.decider.planner, time.monotonic()
 
     def walk(name: str, depth: int, seen: set[str]) -> None:
         if name in seen:
@@ -71,6 +73,8 @@ def tree_json(
                 "admittedGroups": status.get("admittedGroups"),
                 "pendingGroups": status.get("pendingGroups"),
                 "conditions": status["conditions"],
+                # seconds its longest-waiting pod waits for lent quota past the reclaim delay
+                "reclaimOverdue": planner.overdue(name, now) if leaf else None,
             }
         )
         for kid in sorted(children.get(name, [])):
@@ -121,7 +125,8 @@ PAGE = """<!doctype html>
   .bar { position: relative; width: 260px; height: 14px; background: #eef1f6; }
   .bar .runtime { position: absolute; top: 0; bottom: 0; left: 0; background: #cfe0f7; }
   .bar .used { position: absolute; top: 3px; bottom: 3px; left: 0; background: #2f6fd6; }
-  .bar .used.over { background: #d9822b; }
+  .bar .used.above { background: #7f9fce; }
+  .overdue { color: #d9822b; }
   .bar .min { position: absolute; top: -2px; bottom: -2px; width: 2px; background: #1d7a3a; }
   .bar .max { position: absolute; top: -2px; bottom: -2px; width: 2px; background: #c0392b; }
   .legend span { margin-right: 1em; }
@@ -135,6 +140,7 @@ PAGE = """<!doctype html>
 <div class="meta" id="meta">loading…</div>
 <div class="legend">
   <span><i class="sw" style="background:#2f6fd6"></i>used</span>
+  <span><i class="sw" style="background:#7f9fce"></i>above runtime (normal: nobody waits)</span>
   <span><i class="sw" style="background:#cfe0f7"></i>runtime</span>
   <span><i class="sw" style="background:#1d7a3a"></i>min</span>
   <span><i class="sw" style="background:#c0392b"></i>max</span>
@@ -170,7 +176,7 @@ function bar(n, r) {
   const b = el("div", {"class": "bar", title: `used ${n.used[r] || 0} / runtime ` +
     `${n.runtime[r] || 0} / min ${n.min[r] || 0} / max ${n.max[r] || "unlimited"}`});
   b.appendChild(el("div", {"class": "runtime", style: `width:${pct(runtime)}`}));
-  b.appendChild(el("div", {"class": used > runtime ? "used over" : "used",
+  b.appendChild(el("div", {"class": used > runtime ? "used above" : "used",
     style: `width:${pct(used)}`}));
   b.appendChild(el("div", {"class": "min", style: `left:${pct(min)}`}));
   if (max !== null) {
@@ -202,6 +208,11 @@ function render(data) {
       title.appendChild(el("span", {"class": "kind", "data-node": n.name,
         "data-field": "groups"},
         `pod groups: ${n.admittedGroups} admitted, ${n.pendingGroups} pending`));
+    }
+    if (n.reclaimOverdue > 0) {
+      title.appendChild(el("span", {"class": "cond overdue", "data-node": n.name,
+        "data-field": "overdue"}, `a pod waits for lent quota ` +
+        `${Math.round(n.reclaimOverdue)} s past the reclaim delay`));
     }
     for (const c of n.conditions) {
       if (c.status !== "True") {

@@ -21,9 +21,10 @@ __all__ = ["live_engine", "why"]
 NO_RECLAIM = 1e18
 
 
-def live_engine(state: ClusterState) -> tuple[Engine, list[str]]:
-    """The engine as the operator holds it: quotas, nodes, pods as they are; one decision."""
-    engine = Engine(reclaim_delay=NO_RECLAIM)
+def live_engine(state: ClusterState, reclaim_delay: float = NO_RECLAIM) -> tuple[Engine, list[str]]:
+    """The engine as the operator holds it: quotas, nodes, pods as they are; one decision
+    (with `reclaim_delay` 0: as it is once every waiting pod's reclaim delay has passed)."""
+    engine = Engine(reclaim_delay=reclaim_delay)
     notes: list[str] = []
     for flavor in state.flavors:
         try:
@@ -119,6 +120,8 @@ def why(state: ClusterState, namespace: str, name: str, reasons: Mapping[str, st
     if said:
         lines.append(f"  operator: {said}")
     lines.append(f"  engine:  {record.reason or 'waiting'}")
+    if "lent to ElasticQuota" in record.reason:
+        lines.append(f"  reclaim: {reclaim_outlook(state, key)}")
     if record.quota is not None and record.reason.startswith("does not fit"):
         lines.append("what would let it in:")
         lines.extend(
@@ -126,8 +129,8 @@ def why(state: ClusterState, namespace: str, name: str, reasons: Mapping[str, st
             for line in let_in(
                 engine,
                 record,
-                "(borrowers above their runtime are evicted after the "
-                "operator's reclaim delay, QUOTREE_RECLAIM_DELAY)",
+                "(borrowers above their runtime are evicted for it after the "
+                "operator's reclaim delay, QUOTREE_RECLAIM_DELAY, when that pays)",
             )
         )
     elif record.quota is not None and record.victims:
@@ -137,3 +140,14 @@ def why(state: ClusterState, namespace: str, name: str, reasons: Mapping[str, st
         )
     lines.extend(f"note: {note}" for note in notes)
     return "\n".join(lines)
+
+
+def reclaim_outlook(state: ClusterState, key: str) -> str:
+    """What reclaim does for the pod once its reclaim delay has passed: the pods it evicts,
+    or, in the engine's words, why it evicts nothing (the reason the operator then gives)."""
+    engine, _ = live_engine(state, reclaim_delay=0.0)
+    record = engine.pods[key]
+    if record.victims:
+        victims = ", ".join(sorted(record.victims))
+        return f"once its reclaim delay has passed, {victims} are evicted for it"
+    return f"once its reclaim delay has passed: {record.reason}"

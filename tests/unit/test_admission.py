@@ -265,22 +265,25 @@ def test_quota_changes_move_only_the_pods_of_the_namespaces_they_cover() -> None
     assert eng.pods["a/p"] is before
 
 
-def test_reclaim_takes_what_it_can_when_non_preemptible_pods_hold_the_rest() -> None:
+def test_reclaim_evicts_nothing_when_non_preemptible_pods_hold_too_much_for_it_to_pay() -> None:
     # The cluster shrinks below the mins: a keeps its non-preemptible pods (never
-    # evicted) and gives up every preemptible one, though that is not enough.
+    # evicted). Its one preemptible pod would free 1 of the 3 that b's pod lacks: evicting
+    # it would admit nobody, so it keeps running and b's pod waits with the numbers.
     eng = engine(quota("a", min=6), quota("b", min=6), capacity=12)
-    arrive(
-        eng,
-        *(pod("a", f"np{i}", 1, preemptible=False) for i in range(6)),
-        pod("a", "p0", 1),
-        pod("b", "b0", 5),
-    )
+    arrive(eng, *(pod("a", f"np{i}", 1, preemptible=False) for i in range(6)), pod("a", "p0", 1))
     assert states(eng)["a/p0"] == "admitted"
     eng.set_cluster_node("node-1", {R: 8})  # guarantees scale to 4 and 4
-    eng.decide()
+    eng.observe_pod(pod("b", "b0", 4))  # within b's guarantee: reclaim would always proceed
+    decisions = eng.decide()
     s = states(eng)
-    assert s["a/p0"] == "reclaimed"
+    assert not decisions.evictions
+    assert s["a/p0"] == "admitted"
     assert all(s[f"a/np{i}"] == "admitted" for i in range(6))
+    assert eng.pods["b/b0"].reason == (
+        "does not fit in the cluster: x: used 7 + request 4 > capacity 8; "
+        "waits for 3 x lent to ElasticQuota a, which reclaim cannot take: "
+        "the pods it may evict would not let this one in"
+    )
 
 
 def test_reclaim_takes_the_latest_admitted_not_the_newest_created() -> None:
@@ -505,9 +508,9 @@ def test_skipping_quotas_that_only_lost_room_keeps_the_words_of_looking_at_them(
 def test_a_reclaim_gives_skipped_quotas_their_turn_in_name_order() -> None:
     """A quota skipped because it had only lost room takes its turn once a reclaim gives
     room back, the same with the skip as without it (who is admitted first can decide who
-    gets contested room; CI's property test once found them apart). The simulator decides,
-    carries the reclaim out and decides again, as the operator does: q3's pod fits at once,
-    q2's once q0's pod is gone."""
+    gets contested room; CI's property test once found them apart). q3's pod fits at once;
+    q0 is then above its runtime, but q2's pod waits on its own runtime (3 > 1), not on
+    lent quota: nobody waits for what q0 holds, so q0 keeps its pod."""
     logs = []
     for skip in (True, False):
         eng = engine(
@@ -522,14 +525,15 @@ def test_a_reclaim_gives_skipped_quotas_their_turn_in_name_order() -> None:
         for name, q, request in [
             ("p1", "q0", {"y": 10}),
             ("p2", "q2", {"y": 3}),
-            ("p3", "q3", {"y": 2}),  # q0 is reclaimed: q2's pod fits too
+            ("p3", "q3", {"y": 2}),
         ]:
             eng.observe_pod(pod(q, name, request))
             decisions = eng.decide(0.0)
             log.append([key for key, _ in decisions.admitted])
         logs.append(log)
     assert logs[0] == logs[1]
-    assert logs[0][2] == ["q3/p3", "q2/p2"]
+    assert logs[0][2] == ["q3/p3"]
+    assert states(eng)["q0/p1"] == "admitted"
 
 
 def test_pods_waiting_for_lent_quota_say_being_evicted_in_the_round_that_reclaims_it() -> None:

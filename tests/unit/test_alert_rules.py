@@ -17,7 +17,7 @@ ALERTS = {
     "QuotreeOperatorDown",
     "QuotreeNoLeader",
     "QuotreePendingUnderMin",
-    "QuotreeReclaimNotConverging",
+    "QuotreeReclaimOverdue",
     "QuotreeWebhookErrors",
 }
 

@@ -38,6 +38,7 @@ def test_every_example_is_covered() -> None:
         "flavors.yaml",
         "gpu-memory.yaml",
         "gang.yaml",
+        "reclaim-pays.yaml",
     }
     assert {p.name for p in EXAMPLES.glob("*.yaml")} == tested
 
@@ -211,4 +212,24 @@ def test_gang() -> None:
     assert report["groups"]["team/train-b"]["reason"] == (
         "pod group team/train-b (4 pods) does not fit in ElasticQuota team: nvidia.com/gpu: "
         "used 6 + request 4 > runtime 6 (min 6, cap 6)"
+    )
+
+
+def test_reclaim_pays() -> None:
+    report = run("reclaim-pays.yaml")
+    gpu = "nvidia.com/gpu"
+    assert pod_states(report) == {
+        "batch/train": "admitted",
+        "burst/job-1": "admitted",
+        "burst/job-2": "admitted",
+        "burst/job-3": "admitted",
+        "burst/job-4": "reclaimed",
+        "team-x/small": "pending",
+        "serve/web": "admitted",
+    }
+    assert (used(report, "batch", gpu), runtime(report, "batch", gpu)) == ("8", "7")
+    assert report["pods"]["team-x/small"]["reason"].endswith(
+        "waits: taking 8 nvidia.com/gpu from ElasticQuota batch would leave it borrowing "
+        "less than ElasticQuota team-x by weight (nvidia.com/gpu: batch would borrow 0 at "
+        "weight 8, team-x 1 at weight 8)"
     )

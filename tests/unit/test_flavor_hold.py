@@ -161,17 +161,17 @@ def lent_on_both(holds: bool) -> Engine:
     return eng
 
 
-def test_the_default_rule_reclaims_on_both_flavors_for_one_pod() -> None:
-    # The cost of the hold (docs/design.md says why it is still the rule): with one pod
-    # waiting, team-b goes over its runtime on both flavors and loses one pod on each;
-    # the h100 one was evicted for nothing.
+def test_the_default_rule_reclaims_only_on_the_flavor_the_pod_waits_on() -> None:
+    # The hold puts team-b over its runtime on both flavors, but reclaim is for the waiting
+    # pod only: it waits on a100, so one a100 pod goes and team-b keeps its h100 pods
+    # (semantics.md, "Reclaim ..., and only when it pays").
     assert EngineOptions().holds
     eng = lent_on_both(True)
     eng.observe_pod(gpu_pod("team-a", "new"))
     evicted = run(eng, 1.0, 40.0)
-    assert len(evicted) == 2
+    assert len(evicted) == 1
     assert eng.pods["team-a/new"].state is PodState.ADMITTED
-    assert len(admitted_on(eng, "team-b", "h100")) == 3  # the h100 GPU is idle or lent again
+    assert len(admitted_on(eng, "team-b", "h100")) == 4
 
 
 # ---------------------------------------------------------------- (c) held back by cpu

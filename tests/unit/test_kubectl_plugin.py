@@ -207,13 +207,13 @@ def test_what_if_reclaims_when_a_min_grows() -> None:
         """
 apiVersion: quotree.io/v1alpha1
 kind: ElasticQuota
-metadata: {name: team-a, namespace: ns-a}
-spec: {parent: research, min: {cpu: "6"}, max: {cpu: "8"}}
+metadata: {name: team-b, namespace: ns-b}
+spec: {parent: research, min: {cpu: "1"}, max: {cpu: "8"}}
 ---
 apiVersion: quotree.io/v1alpha1
 kind: ElasticQuota
-metadata: {name: team-b, namespace: ns-b}
-spec: {parent: research, min: {cpu: "1"}, max: {cpu: "8"}}
+metadata: {name: team-a, namespace: ns-a}
+spec: {parent: research, min: {cpu: "7"}, max: {cpu: "8"}}
 """
     )
     state.nodes.append(cluster_node("node-3", "8"))
@@ -318,3 +318,22 @@ def test_why_answers_for_the_group_of_a_pod() -> None:
     assert "state:   pending (gated by quotree.io/admission) with its group" in text
     assert "engine:  " in text
     assert "mpi" in text.split("engine:  ")[1]
+
+
+def test_why_shows_the_reason_reclaim_would_not_pay() -> None:
+    """Two borrowers in research: team-a's 1-cpu pod fits team-a but not research, and
+    taking team-b's 5-cpu pod would leave team-b borrowing less than team-a by weight."""
+    state = live_cluster()
+    for obj in state.quotas:
+        obj["spec"]["min"] = {"cpu": "0"}
+    pods = {p["metadata"]["name"]: p for p in state.pods}
+    pods["a-1"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+    pods["b-1"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+    pods["a-2"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+    text = why(state, "ns-a", "a-2", {})
+    assert "reclaim: once its reclaim delay has passed: does not fit in Cohort research" in text
+    assert (
+        "waits: taking 5 cpu from ElasticQuota team-b would leave it borrowing less than "
+        "ElasticQuota team-a by weight (cpu: team-b would borrow 0 at weight 8000, team-a 4 at "
+        "weight 8000)"
+    ) in text

@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
+from builders import engine as build_engine
+from builders import pod, quota
 from prometheus_client.parser import text_string_to_metric_families
 
 from quotree.simulate import simulate, to_json
 from quotree_operator.metrics import Metrics, tree_samples
-from quotree_operator.page import metrics_app, tree_json
+from quotree_operator.page import PAGE, metrics_app, tree_json
 
 TREE = """
 apiVersion: v1
@@ -216,3 +218,52 @@ def test_pod_groups_per_quota_in_the_metrics_and_the_page(tmp_path: Path) -> Non
     assert scraped[("quotree_pod_groups", _labels(**where, state="pending"))] == 1
     node = {n["name"]: n for n in tree_json(sim.engine)["nodes"]}["team-g"]
     assert (node["admittedGroups"], node["pendingGroups"]) == (1, 1)
+
+
+def test_reclaim_overdue_counts_a_pod_waiting_for_lent_quota_past_the_delay() -> None:
+    """`quotree_reclaim_overdue_seconds`: 0 while the pod waits within its reclaim delay
+    and for a quota above its runtime that nobody waits for; then the time past it."""
+    gpu = "nvidia.com/gpu"
+    eng = build_engine(
+        quota("batch", min={gpu: 0}, max={gpu: 8}),
+        quota("team-x", min={gpu: 0}, max={gpu: 8}),
+        capacity={gpu: 8},
+        instant_evictions=False,
+        reclaim_delay=30.0,
+    )
+    eng.observe_pod(pod("batch", "train", {gpu: 8}))
+    eng.decide(0.0)
+    eng.observe_pod(pod("team-x", "small", {gpu: 1}))
+    eng.decide(100.0)  # it waits for lent quota from now on; reclaim would not pay
+
+    def overdue(now: float) -> dict[str, float]:
+        return {
+            dict(s.labels)["node"]: s.value
+            for s in tree_samples(eng, now)
+            if s.metric == "reclaim_overdue_seconds"
+        }
+
+    assert overdue(110.0) == {"batch": 0.0, "team-x": 0.0}
+    assert eng.decide(200.0).evictions == []
+    assert overdue(200.0) == {"batch": 0.0, "team-x": 70.0}
+
+
+def test_the_page_marks_a_pod_overdue_for_lent_quota_not_a_quota_above_its_runtime() -> None:
+    gpu = "nvidia.com/gpu"
+    eng = build_engine(
+        quota("batch", min={gpu: 0}, max={gpu: 8}),
+        quota("team-x", min={gpu: 0}, max={gpu: 8}),
+        capacity={gpu: 8},
+        instant_evictions=False,
+        reclaim_delay=0.0,
+    )
+    eng.observe_pod(pod("batch", "train", {gpu: 8}))
+    eng.decide(0.0)
+    eng.observe_pod(pod("team-x", "small", {gpu: 1}))
+    eng.decide(0.0)  # the engine's clock starts at 0: the page's now is far past it
+    nodes = {n["name"]: n for n in tree_json(eng)["nodes"]}
+    assert nodes["batch"]["used"] == {gpu: "8"}  # above its runtime of 7, nobody's business
+    assert nodes["batch"]["reclaimOverdue"] == 0.0
+    assert nodes["team-x"]["reclaimOverdue"] > 0
+    assert "used above" in PAGE
+    assert "used over" not in PAGE

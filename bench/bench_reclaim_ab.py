@@ -1,0 +1,169 @@
+"""Evictions that pay: evictions per admitted pod, capacity idle just after evictions, and
+CPU per arriving pod in the contended burst, before and after, alternated in one run.
+
+For each shape (no flavors, or nvidia.com/gpu split into 2 flavors as `bench_engine.py
+--flavors 2` does) and each version, one process builds the contended engine of
+`bench_engine.build_engine` (the cluster holds exactly the sum of the mins, every quota
+asks 1.5x its min; reclaim delay 30 s) of the version under test and plays `--events`
+random pod events (a pod arriving or leaving, one second apart, so reclaim clocks run
+out), carrying each round's evictions out at once and deciding again, as the operator
+does once the pods are gone. It counts the pods admitted and evicted, and after every
+round that evicted, the GPUs (and cpu) left idle once the evictions are done and the
+engine has admitted what it could: capacity evicted for nothing shows there. CPU time
+(`time.process_time`) is taken per arriving pod (`observe_pod` + `decide()`).
+Versions are source folders (`--version after=. --version before=DIR`, DIR a `git
+archive` of the other version); every version sees the same events (same seed).
+
+Run: .venv/bin/python bench/bench_reclaim_ab.py --version after=. --version before=DIR
+     [--size 1000] [--events 2000] [--rounds 2]
+Prints one JSON line per run, then a Markdown table of the medians over the rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SHAPES = (0, 2)  # flavors
+
+
+def run_one(  # noqa: PLR0917 (the child run's command line, in order)
+    folder: str, size: int, flavors: int, events: int, seed: int, whole: bool
+) -> dict[str, Any]:
+    """One version, one shape: the counts and CPU times (in this process)."""
+    sys.path.insert(0, str(Path(folder) / "bench"))
+    bench = importlib.import_module("bench_engine")
+    bench.FLAVORS[:] = [f"f{i}" for i in range(flavors)]
+    engine, pods = bench.build_engine(size, True)
+    gpu = bench.GPU
+    gpus = [r for r in engine.tree.root.resources if r == gpu or r.startswith(gpu + "@")]
+
+    def idle(resources: list[str]) -> float:
+        root = engine.tree.root
+        total = sum(root.runtime[r] for r in resources)
+        return sum(root.runtime[r] - root.used[r] for r in resources) / max(total, 1)
+
+    def carry_out(decisions: Any, now: float) -> tuple[int, int]:
+        """Evictions done and decide again until none: (admitted, evicted)."""
+        admitted, evicted = len(decisions.admitted), 0
+        while decisions.evictions:
+            evicted += len(decisions.evictions)
+            for eviction in decisions.evictions:
+                engine.forget_pod(eviction.pod)
+            decisions = engine.decide(now)
+            admitted += len(decisions.admitted)
+        return admitted, evicted
+
+    carry_out(engine.decide(1.0), 1.0)
+    rnd = random.Random(seed)
+    by_quota: dict[str, list[Any]] = {}
+    for facts in pods:
+        by_quota.setdefault(facts.namespace, []).append(facts)
+    groups = list(by_quota.values())
+    admitted = evicted = 0
+    idle_gpu: list[float] = []
+    idle_cpu: list[float] = []
+    cpu_per_arrival: list[float] = []
+    for k in range(events):
+        # One pod arrives or leaves; with `whole`, a quota's pods all leave (it goes idle
+        # and lends its min) or all come back (it wants its min back).
+        batch = rnd.choice(groups) if whole else [rnd.choice(pods)]
+        now = 2.0 + k
+        arriving = batch[0].key not in engine.pods
+        t0 = time.process_time()
+        for facts in batch:
+            if arriving:
+                engine.observe_pod(facts)
+            elif facts.key in engine.pods:
+                engine.forget_pod(facts.key)
+        decisions = engine.decide(now)
+        spent = time.process_time() - t0
+        if arriving:
+            cpu_per_arrival.append(spent / len(batch))
+        got, lost = carry_out(decisions, now)
+        admitted += got
+        evicted += lost
+        if lost:
+            engine.tree.settle()
+            idle_gpu.append(idle(gpus))
+            idle_cpu.append(idle(["cpu"]))
+    return {
+        "admitted": admitted,
+        "evicted": evicted,
+        "evictions_per_admitted": evicted / max(admitted, 1),
+        "eviction_rounds": len(idle_gpu),
+        "idle_gpu_after_evictions": statistics.fmean(idle_gpu) if idle_gpu else 0.0,
+        "idle_cpu_after_evictions": statistics.fmean(idle_cpu) if idle_cpu else 0.0,
+        "cpu_per_arrival_ms": statistics.fmean(cpu_per_arrival) * 1e3,
+        "cpu_per_arrival_p50_ms": statistics.median(cpu_per_arrival) * 1e3,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="append", required=True, help="name=folder")
+    parser.add_argument("--size", type=int, default=1000)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--whole", action="store_true", help="events move a quota's pods all at once"
+    )
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # folder,flavors: a child run
+    args = parser.parse_args()
+    if args.one:
+        folder, flavors = args.one.split(",")
+        result = run_one(folder, args.size, int(flavors), args.events, args.seed, args.whole)
+        print(json.dumps(result))
+        return
+    versions = [v.split("=", 1) for v in args.version]
+    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for round_ in range(args.rounds):
+        order = versions if round_ % 2 == 0 else list(reversed(versions))
+        for flavors in SHAPES:
+            for name, folder in order:
+                env = {**os.environ, "PYTHONPATH": str(Path(folder).resolve())}
+                out = subprocess.run(
+                    [sys.executable, __file__, "--version", f"{name}={folder}",
+                     "--one", f"{Path(folder).resolve()},{flavors}",
+                     "--size", str(args.size), "--events", str(args.events),
+                     "--seed", str(args.seed), *(["--whole"] if args.whole else [])],
+                    env=env, capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                result = json.loads(out.stdout.splitlines()[-1])
+                print(json.dumps({"version": name, "flavors": flavors, **result}), flush=True)
+                results.setdefault((name, flavors), []).append(result)
+    print()
+    print(
+        "| flavors | version | admitted | evicted | evictions per admitted pod | "
+        "GPUs idle after evictions | cpu idle after evictions | CPU per arriving pod "
+        "(mean / p50, ms) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for flavors in SHAPES:
+        for name, _ in versions:
+            runs = results[(name, flavors)]
+
+            def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
+                return statistics.median(r[key] for r in runs)
+
+            print(
+                f"| {flavors} | {name} | {med('admitted'):.0f} | {med('evicted'):.0f} | "
+                f"{med('evictions_per_admitted'):.3f} | "
+                f"{100 * med('idle_gpu_after_evictions'):.1f}% | "
+                f"{100 * med('idle_cpu_after_evictions'):.1f}% | "
+                f"{med('cpu_per_arrival_ms'):.2f} / {med('cpu_per_arrival_p50_ms'):.2f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

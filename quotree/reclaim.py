@@ -1,0 +1,271 @@
+"""Reclaim that pays: the victims that let one waiting unit in, and only trades that pay.
+
+Why a module of its own: semantics.md's "Reclaim ..., and only when it pays" is a rule
+about one waiting unit and the quotas that hold more than their runtime below the member
+where it is short. This part answers two questions for it: which admitted pods to take
+(over-quota before in-quota, then lowest priority, then latest admitted; a minimal set)
+and whether taking them pays (a quota that stays within its guarantee always gets
+reclaim; a borrower takes from another borrower only while, where the two meet, the
+victim's side still borrows at least as much by weight afterwards). `Trial` takes pods out
+of the trees' `used` for as long as the admission check (`fit.check`) is asked whether the
+unit then fits, and puts them back. A unit is a pod today: its request in the quota's
+tree (`request_in`) is all this part reads of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from quotree.accounts import TreeNode
+from quotree.admission import IN_QUOTA, OVER_QUOTA, in_quota_order, standings
+from quotree.eviction import reclaim_order
+from quotree.pods import Claimant, PodRecord, QuotaPods
+from quotree.quantity import format_quantity
+from quotree.runtime import QuotaTree
+from quotree.trees import Forest
+
+__all__ = ["Refusal", "Trial", "borrowing_pays", "meet", "reclaim_choice"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why taking a pod of quota `victim` does not pay: where the waiting unit's side `mine`
+    and the victim's side `theirs` meet, afterwards `theirs` would borrow less than `mine`
+    by weight in `resource` (the borrowed amounts and weights afterwards)."""
+
+    victim: str
+    resource: str
+    taken: int
+    mine: TreeNode
+    theirs: TreeNode
+    mine_borrows: int
+    theirs_borrows: int
+
+    def words(self) -> str:
+        r = self.resource
+        mine, theirs = self.mine, self.theirs
+        assert mine.config is not None
+        assert theirs.config is not None
+        who = "it" if theirs.name == self.victim else theirs.config.describe()
+        return (
+            f"waits: taking {format_quantity(self.taken, r)} {r} from ElasticQuota "
+            f"{self.victim} would leave {who} borrowing less than {mine.config.describe()} "
+            f"by weight ({r}: {theirs.name} would borrow "
+            f"{format_quantity(self.theirs_borrows, r)} at weight {theirs.weight[r]}, "
+            f"{mine.name} {format_quantity(self.mine_borrows, r)} at weight {mine.weight[r]})"
+        )
+
+
+def meet(tree: QuotaTree, mine: TreeNode, theirs: TreeNode) -> tuple[TreeNode, TreeNode]:
+    """The children of the lowest Cohort (or the root) above both quotas: (mine's side,
+    theirs' side)."""
+    up_mine = [mine, *tree.path_up(mine)]
+    up_theirs = [theirs, *tree.path_up(theirs)]
+    seen = {node.name: index for index, node in enumerate(up_theirs)}
+    for index, node in enumerate(up_mine):
+        at = seen.get(node.name)
+        if at is not None and index > 0 and at > 0:
+            return up_mine[index - 1], up_theirs[at - 1]
+    raise ValueError(f"{mine.name} and {theirs.name} share no tree")  # not reached: one root
+
+
+def borrowing_pays(
+    mine: TreeNode,
+    theirs: TreeNode,
+    resource: str,
+    *,
+    admitted: int,
+    freed: Mapping[str, Mapping[str, int]],
+) -> tuple[bool, int, int]:
+    """The weighted rule at one meeting point: after `admitted` more on `mine`'s side and
+    the `freed` amounts (node name -> resource -> amount) on both, does `theirs` still borrow
+    at least as much as `mine`, by weight? Also the two borrowed amounts afterwards.
+    Compared cross-multiplied, in integers; a weight of 0 never borrows ahead of anyone."""
+    mine_borrows = (
+        mine.used[resource]
+        + admitted
+        - freed.get(mine.name, {}).get(resource, 0)
+        - mine.guarantee.get(resource, 0)
+    )
+    theirs_borrows = (
+        theirs.used[resource]
+        - freed.get(theirs.name, {}).get(resource, 0)
+        - theirs.guarantee.get(resource, 0)
+    )
+    pays = theirs_borrows * mine.weight[resource] >= mine_borrows * theirs.weight[resource]
+    return pays, mine_borrows, theirs_borrows
+
+
+def _freed(
+    tree: QuotaTree, victims: Iterable[PodRecord], nodes: Mapping[str, TreeNode]
+) -> dict[str, dict[str, int]]:
+    """What `victims` free at every node above them (name -> resource -> amount)."""
+    freed: dict[str, dict[str, int]] = {}
+    for victim in victims:
+        quota = nodes[victim.key]
+        request = victim.request_in(quota.name)
+        for node in (quota, *tree.path_up(quota)):
+            at = freed.setdefault(node.name, {})
+            for resource, amount in request.items():
+                at[resource] = at.get(resource, 0) + amount
+    return freed
+
+
+def reclaim_choice(
+    tree: QuotaTree,
+    unit: Claimant,
+    quota: TreeNode,
+    short: Mapping[str, int],
+    lenders: Iterable[tuple[TreeNode, QuotaPods]],
+    *,
+    taken: set[str],
+) -> tuple[list[PodRecord], Refusal | None]:
+    """The victims among the admitted preemptible pods of `lenders` (quotas above their
+    runtime below the member where `unit`, of quota `quota` in `tree`, is short by `short`)
+    whose eviction frees `short` and pays; ([], why) when no set does. `taken`: pods
+    already chosen for this unit, never chosen again. The trees' `used` is read as the
+    planner's `Trial` left it (the pods being evicted already out)."""
+    request = unit.request_in(quota.name)
+    within = all(quota.used[r] + request.get(r, 0) <= quota.guarantee.get(r, 0) for r in short)
+    labels: dict[str, str] = {}
+    where: dict[str, TreeNode] = {}
+    candidates: list[PodRecord] = []
+    for node, pods in lenders:
+        if node is quota or not any(
+            node.used[r] > node.runtime[r] for r in short if r in node.resources
+        ):
+            continue
+        for record, label in standings(node, pods):
+            if (
+                record.preemptible
+                and not record.evicting
+                and record.key not in taken
+                and any(record.request_in(node.name).get(r, 0) > 0 for r in short)
+            ):
+                labels[record.key] = label
+                where[record.key] = node
+                candidates.append(record)
+    candidates.sort(key=lambda r: (labels[r.key] != OVER_QUOTA, *reclaim_order(r)))
+
+    def refusal(chosen: list[PodRecord]) -> Refusal | None:
+        if within:
+            return None
+        freed = _freed(tree, chosen, where)
+        for victim in chosen:
+            mine, theirs = meet(tree, quota, where[victim.key])
+            for r in sorted(short):
+                pays, mine_borrows, theirs_borrows = borrowing_pays(
+                    mine, theirs, r, admitted=request.get(r, 0), freed=freed
+                )
+                if not pays:
+                    taken_here = sum(
+                        v.request_in(where[v.key].name).get(r, 0)
+                        for v in chosen
+                        if where[v.key] is where[victim.key]
+                    )
+                    return Refusal(
+                        where[victim.key].name, r, taken_here, mine, theirs,
+                        mine_borrows, theirs_borrows,
+                    )  # fmt: skip
+        return None
+
+    def missing(chosen: list[PodRecord]) -> bool:
+        return any(
+            sum(v.request_in(where[v.key].name).get(r, 0) for v in chosen) < amount
+            for r, amount in short.items()
+        )
+
+    chosen: list[PodRecord] = []
+    first_refusal: Refusal | None = None
+    for record in candidates:
+        if not missing(chosen):
+            break
+        charge = record.request_in(where[record.key].name)
+        if not any(charge.get(r, 0) > 0 and _still(chosen, where, r, short) for r in short):
+            continue
+        chosen.append(record)
+        why = refusal(chosen)
+        if why is not None:
+            chosen.pop()
+            first_refusal = first_refusal or why
+    if missing(chosen):
+        return [], first_refusal
+    # A minimal set: give back the victims not needed, most important first; an over-quota
+    # victim is kept while an in-quota one goes.
+    for record in sorted(chosen, key=in_quota_order):
+        if labels[record.key] == OVER_QUOTA and any(
+            labels[other.key] == IN_QUOTA for other in chosen
+        ):
+            continue
+        rest = [v for v in chosen if v is not record]
+        if not missing(rest) and refusal(rest) is None:
+            chosen = rest
+    return chosen, None
+
+
+def _still(
+    chosen: list[PodRecord], where: Mapping[str, TreeNode], resource: str, short: Mapping[str, int]
+) -> bool:
+    """`short` is not yet freed in `resource` by `chosen`."""
+    freed = sum(v.request_in(where[v.key].name).get(resource, 0) for v in chosen)
+    return freed < short[resource]
+
+
+class Trial:
+    """Pods taken out of `used` (victims) or put in (units their victims make room for) in
+    every tree that charges them, while the admission check is asked whether a unit then
+    fits; `restore` undoes it all."""
+
+    def __init__(self, forest: Forest) -> None:
+        self._forest = forest
+        self.victims: list[PodRecord] = []
+        self._done: list[tuple[PodRecord, int]] = []
+
+    def take(self, victims: Iterable[PodRecord]) -> None:
+        """The victims are gone."""
+        for victim in victims:
+            self._charge(victim, -1)
+            self.victims.append(victim)
+
+    def admit(self, unit: PodRecord, victims: Iterable[PodRecord]) -> None:
+        """Another unit's victims are gone and it is admitted (its evictions are under way)."""
+        for victim in victims:
+            self._charge(victim, -1)
+        self._charge(unit, 1)
+
+    def restore(self) -> None:
+        for record, sign in reversed(self._done):
+            self._charge(record, -sign, undo=True)
+        self._done = []
+        self.victims = []
+
+    @property
+    def moved(self) -> bool:
+        """Anything was taken out or put in."""
+        return bool(self._done)
+
+    @property
+    def keys(self) -> set[str]:
+        return {v.key for v in self.victims}
+
+    def _charge(self, record: PodRecord, sign: int, *, undo: bool = False) -> None:
+        forest = self._forest
+        assert record.quota is not None
+        for quota in (record.quota, *record.also):
+            forest.tree_of(quota).add_used(quota, record.request_in(quota), sign)
+        if forest.several:
+            forest.charge_outside(record, sign)
+        if not undo:
+            self._done.append((record, sign))
+
+
+@contextmanager
+def trial(forest: Forest) -> Iterator[Trial]:
+    """A `Trial` whose pods are put back however the block ends."""
+    taken = Trial(forest)
+    try:
+        yield taken
+    finally:
+        taken.restore()

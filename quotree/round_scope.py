@@ -1,0 +1,50 @@
+"""Which quotas a round of decisions looks at, beyond the ones that changed.
+
+Why a module of its own: `decide.Decider.decide_round` looks at the quotas whose pods or
+runtimes changed; two rules widen or narrow that set, and both are read-only questions
+about the ledger and the tree: with several trees, the queues waiting behind a quota of
+another tree (`waiting_behind`); with one tree, a quota that only lost room needs no look
+(`only_shrank`, the `EngineOptions.skip_shrunk_quotas` shortcut).
+"""
+
+from __future__ import annotations
+
+from quotree.ledger import Ledger
+from quotree.reasons import Reasons
+from quotree.runtime import QuotaTree
+
+__all__ = ["only_shrank", "waiting_behind"]
+
+
+def waiting_behind(ledger: Ledger, names: set[str]) -> set[str]:
+    """The quotas whose pending pods are also charged to one of `names` (in another
+    tree): when that quota changes, they look at their pending pods again."""
+    woken: set[str] = set()
+    for name in names:
+        pods = ledger.quota_pods.get(name)
+        if pods is not None and pods.queued_in:
+            woken.update(pods.queued_in)  # their `room` holds this quota's room too
+    return woken
+
+
+def only_shrank(tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str) -> bool:
+    """True when a round has nothing to do for quota `name`, whose runtime changed but
+    whose room grew nowhere (neither its runtime or guarantee nor any ancestor's room:
+    `QuotaTree.grown_quotas`): its pending pods were looked at with at least this much
+    room (`QuotaPods.room` is set), it waits for no ancestor, it was not over its
+    runtime and is not now. `decide.Decider._decide_quota` would then change nothing."""
+    if name in reasons.waiting_on_ancestor:
+        return False
+    pods = ledger.quota_pods.get(name)
+    if pods is None:
+        return True
+    if pods.pending and pods.room is None:
+        return False
+    node = tree.node(name)
+    if node is None or not node.is_quota:
+        return False
+    grown = tree.grown_quotas
+    if any(ancestor.name in grown for ancestor in tree.path_up(node)):
+        return False  # an ancestor's room may have grown: a waiting pod may fit now
+    used, runtime = node.used, node.runtime
+    return all(used[r] <= runtime[r] for r in node.resources)

@@ -1,0 +1,148 @@
+"""Reclaim is for a waiting pod, and only when it pays (semantics.md, "Reclaim (getting lent
+quota back), and only when it pays"; "In-quota preemption", its last sentences)."""
+
+from __future__ import annotations
+
+from builders import arrive, cohort, engine, pod, quota, states
+
+from quotree.engine import Engine
+from quotree.pods import PodState
+
+GPU = "nvidia.com/gpu"
+
+
+def two_borrowers(**kwargs: object) -> Engine:
+    """Cohort org (min 4) over 8 GPUs: batch and team-x borrow (min 0, max 8), owner has a
+    min of 4 and is idle; batch runs one 8-GPU pod."""
+    eng = engine(
+        cohort("org", min={GPU: 4}),
+        quota("batch", "org", min={GPU: 0}, max={GPU: 8}),
+        quota("team-x", "org", min={GPU: 0}, max={GPU: 8}),
+        quota("owner", "org", min={GPU: 4}, max={GPU: 8}),
+        capacity={GPU: 8},
+        **kwargs,
+    )
+    arrive(eng, pod("batch", "train", {GPU: 8}))
+    assert eng.pods["batch/train"].state is PodState.ADMITTED
+    return eng
+
+
+def test_a_borrower_does_not_evict_another_borrowers_8_gpu_pod_for_one_gpu() -> None:
+    eng = two_borrowers()
+    decisions = eng.decide(0.0)
+    eng.observe_pod(pod("team-x", "small", {GPU: 1}))
+    decisions = eng.decide(1.0)
+    assert decisions.evictions == []
+    assert eng.pods["batch/train"].state is PodState.ADMITTED
+    assert eng.pods["team-x/small"].reason == (
+        "does not fit in Cohort org: nvidia.com/gpu: used 8 + request 1 > runtime 8; "
+        "waits: taking 8 nvidia.com/gpu from ElasticQuota batch would leave it borrowing "
+        "less than ElasticQuota team-x by weight (nvidia.com/gpu: batch would borrow 0 at "
+        "weight 8, team-x 1 at weight 8)"
+    )
+
+
+def test_a_quota_within_its_guarantee_always_gets_reclaim() -> None:
+    eng = two_borrowers()
+    arrive(eng, pod("owner", "mine", {GPU: 1}), now=1.0)
+    assert states(eng) == {
+        "batch/train": "reclaimed",
+        "owner/mine": "admitted",
+    }
+
+
+def test_the_reclaim_delay_runs_per_waiting_pod() -> None:
+    eng = two_borrowers(instant_evictions=False, reclaim_delay=30.0)
+    eng.observe_pod(pod("owner", "mine", {GPU: 1}))
+    first = eng.decide(10.0)
+    assert first.evictions == []
+    assert first.pending["owner/mine"] == (
+        "does not fit in Cohort org: nvidia.com/gpu: used 8 + request 1 > runtime 8; "
+        "waits for 1 nvidia.com/gpu lent to ElasticQuota batch, reclaimed in 30 s"
+    )
+    assert eng.decide(39.0).evictions == []
+    decisions = eng.decide(40.0)
+    assert [(e.pod, e.kind) for e in decisions.evictions] == [("batch/train", "Reclaimed")]
+    assert decisions.evictions[0].reason == (
+        "ElasticQuota batch is above its runtime (nvidia.com/gpu used 8 > runtime 7); "
+        "lent quota is reclaimed for owner/mine (ElasticQuota owner)"
+    )
+    eng.forget_pod("batch/train")  # the eviction is done
+    assert [key for key, _ in eng.decide(41.0).admitted] == ["owner/mine"]
+
+
+def test_a_borrower_takes_from_one_that_still_borrows_more_by_weight() -> None:
+    # batch runs six 1-GPU pods: taking one leaves it borrowing 5 against team-x's 1.
+    eng = engine(
+        cohort("org"),
+        quota("batch", "org", min={GPU: 0}, max={GPU: 8}),
+        quota("team-x", "org", min={GPU: 0}, max={GPU: 8}),
+        capacity={GPU: 6},
+    )
+    arrive(eng, *(pod("batch", f"b{i}", {GPU: 1}, created=i) for i in range(6)))
+    arrive(eng, pod("team-x", "small", {GPU: 1}, created=10))
+    assert states(eng)["team-x/small"] == "admitted"
+    # one pod only (a minimal set), the latest admitted
+    assert [k for k, s in states(eng).items() if s == "reclaimed"] == ["batch/b5"]
+
+
+def test_weights_decide_which_borrower_may_take_from_which() -> None:
+    # team-x weighs 4 times batch. Taking batch's one 4-GPU pod would leave batch borrowing
+    # 0 / 1 against team-x's 1 / 4 after the admission: it does not pay. With two 2-GPU
+    # pods, one goes and batch still borrows 2 / 1 >= 1 / 4.
+    for pods, expected in (([4], []), ([2, 2], ["batch/b1"])):
+        eng = engine(
+            cohort("org"),
+            quota("batch", "org", min={GPU: 0}, max={GPU: 4}, weight={GPU: 1}),
+            quota("team-x", "org", min={GPU: 0}, max={GPU: 4}, weight={GPU: 4}),
+            capacity={GPU: 4},
+        )
+        arrive(eng, *(pod("batch", f"b{i}", {GPU: n}, created=i) for i, n in enumerate(pods)))
+        arrive(eng, pod("team-x", "small", {GPU: 1}, created=10))
+        assert [k for k, s in states(eng).items() if s == "reclaimed"] == expected
+        assert (states(eng)["team-x/small"] == "admitted") is bool(expected)
+
+
+def test_a_quota_above_its_runtime_that_nobody_waits_for_keeps_its_pods() -> None:
+    # owner's demand comes back, its runtime rises and batch's falls below its use; but
+    # owner's pod fits the free GPU, so nothing is evicted and batch stays above runtime.
+    eng = engine(
+        quota("batch", min={GPU: 0}, max={GPU: 8}),
+        quota("owner", min={GPU: 4}, max={GPU: 8}),
+        capacity={GPU: 9},
+    )
+    arrive(eng, pod("batch", "train", {GPU: 8}), pod("owner", "mine", {GPU: 1}))
+    assert states(eng) == {"batch/train": "admitted", "owner/mine": "admitted"}
+    eng.observe_pod(pod("owner", "more", {GPU: 1}))
+    decisions = eng.decide(1.0)
+    # owner/more is short at the cluster (9 + 1 > 9): within owner's guarantee, it reclaims
+    assert [e.pod for e in decisions.evictions] == ["batch/train"]
+
+
+def test_in_quota_preemption_evicts_nothing_when_an_ancestor_still_holds_the_pod_back() -> None:
+    # q's high-priority pod would fit q after preempting its low-priority pod, but the
+    # Cohort is full of b's lent quota and the reclaim delay has not passed: no eviction.
+    eng = engine(
+        cohort("org", min={GPU: 4}, max={GPU: 4}),
+        quota("q", "org", min={GPU: 2}, max={GPU: 4}),
+        quota("b", "org", min={GPU: 2}, max={GPU: 4}),
+        capacity={GPU: 100},
+        instant_evictions=False,
+        reclaim_delay=30.0,
+    )
+    arrive(eng, pod("q", "low", {GPU: 1}, priority=0))
+    arrive(eng, *(pod("b", f"b{i}", {GPU: 1}) for i in range(3)))
+    assert eng.report("org").used == {GPU: 4}
+    eng.observe_pod(pod("q", "high", {GPU: 2}, priority=9))
+    decisions = eng.decide(1.0)
+    assert decisions.evictions == []
+    assert states(eng)["q/low"] == "admitted"
+    # after the delay, one plan: q's low pod and one of b's lent GPUs go together
+    decisions = eng.decide(40.0)
+    assert sorted((e.pod, e.kind) for e in decisions.evictions) == [
+        ("b/b2", "Reclaimed"),
+        ("q/low", "Preempted"),
+    ]
+    eng.forget_pod("b/b2")
+    eng.forget_pod("q/low")
+    assert [key for key, _ in eng.decide(41.0).admitted] == ["q/high"]

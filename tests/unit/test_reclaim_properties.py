@@ -1,0 +1,202 @@
+"""Reclaim that pays, over random trees and arrivals (hypothesis): semantics.md, "Reclaim
+(getting lent quota back), and only when it pays" and "In-quota preemption".
+
+The engine is the operator's (evictions wait for the cluster): the test carries each
+round's evictions out itself, so it can look between the eviction and the next round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from unittest import mock
+
+from builders import engine, pod
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from test_properties import PROPERTY, RESOURCES, Scenario, overcommitted, scenarios
+
+from quotree import planner
+from quotree.accounts import TreeNode
+from quotree.engine import Engine
+from quotree.pods import PodRecord, PodState, QuotaPods
+from quotree.reclaim import Refusal, reclaim_choice
+from quotree.runtime import QuotaTree
+
+
+@st.composite
+def tight_scenarios(draw: st.DrawFn) -> Scenario:
+    """A random scenario made to reclaim: the cluster holds just the top-level mins and the
+    pods arrive quota by quota, so the first quotas borrow what the later ones then want."""
+    scenario = draw(scenarios())
+    top = [c for c in scenario.configs if c.parent is None]
+    capacity = {r: max(1, sum(c.min.get(r, 0) for c in top)) for r in RESOURCES}
+    pods = sorted(scenario.pods, key=lambda p: p[0])
+    return Scenario(scenario.configs, capacity, pods)
+
+
+#: Random trees as `test_properties` draws them, and ones made to reclaim.
+trees = st.one_of(scenarios(), tight_scenarios())
+
+
+def operator_engine(scenario: Scenario, delay: float = 0.0) -> Engine:
+    return engine(
+        *scenario.configs,
+        capacity=scenario.capacity,
+        instant_evictions=False,
+        reclaim_delay=delay,
+    )
+
+
+def claims_of(eng: Engine, evicted: Iterable[str]) -> dict[str, frozenset[str]]:
+    """The pending units the round's evictions were for, with their victims."""
+    gone = set(evicted)
+    return {
+        key: record.victims
+        for key, record in eng.pods.items()
+        if record.state is PodState.PENDING and record.victims & gone
+    }
+
+
+def carry_out(eng: Engine, evicted: Iterable[str]) -> None:
+    for key in evicted:
+        eng.forget_pod(key)
+
+
+@PROPERTY
+@given(trees)
+def test_every_eviction_is_followed_by_the_admission_of_the_unit_it_was_for(
+    scenario: Scenario,
+) -> None:
+    """(a) Once the victims of a round are gone, the next round admits every unit they were
+    for (nothing else arrives in between): no eviction is for nothing."""
+    eng = operator_engine(scenario)
+    for i, (q, request, priority, preemptible) in enumerate(scenario.pods):
+        eng.observe_pod(
+            pod(q, f"p{i}", request, priority=priority, created=i, preemptible=preemptible)
+        )
+        now = float(i)
+        decisions = eng.decide(now)
+        while decisions.evictions:
+            evicted = [e.pod for e in decisions.evictions]
+            claims = claims_of(eng, evicted)
+            assert claims, f"evictions {evicted} for no waiting unit"
+            assert set(evicted) <= set().union(*claims.values())
+            carry_out(eng, evicted)
+            decisions = eng.decide(now)
+            admitted = {key for key, _ in decisions.admitted}
+            assert set(claims) <= admitted, (claims, eng.pods[next(iter(claims))].reason)
+
+
+def home(tree: QuotaTree, record: PodRecord) -> TreeNode:
+    """The pod's quota in `tree`."""
+    for name in (record.quota, *record.also):
+        node = tree.node(name) if name else None
+        if node is not None and node.is_quota:
+            return node
+    raise AssertionError(f"{record.key} has no quota in this tree")
+
+
+def borrows(node: TreeNode, resource: str, delta: int) -> int:
+    return node.used[resource] + delta - node.guarantee.get(resource, 0)
+
+
+def sides(tree: QuotaTree, mine: TreeNode, theirs: TreeNode) -> tuple[TreeNode, TreeNode]:
+    """The children of the lowest common node above both (computed here from the names)."""
+    up_mine = [mine, *tree.path_up(mine)]
+    up_theirs = [theirs, *tree.path_up(theirs)]
+    names = [n.name for n in up_theirs]
+    for i, node in enumerate(up_mine):
+        if node.name in names and i > 0:
+            return up_mine[i - 1], up_theirs[names.index(node.name) - 1]
+    raise AssertionError("no common ancestor")
+
+
+@PROPERTY
+@given(trees)
+def test_no_reclaim_breaks_the_weighted_rule(scenario: Scenario) -> None:
+    """(b) Every set of reclaim victims chosen for a unit whose quota would borrow leaves each
+    victim's side, where it meets the unit's, borrowing at least as much by weight."""
+    broken: list[str] = []
+
+    def checked(
+        tree: QuotaTree,
+        unit: PodRecord,
+        quota: TreeNode,
+        short: Mapping[str, int],
+        lenders: Iterable[tuple[TreeNode, QuotaPods]],
+        *,
+        taken: set[str],
+    ) -> tuple[list[PodRecord], Refusal | None]:
+        victims, refusal = reclaim_choice(tree, unit, quota, short, lenders, taken=taken)
+        request = unit.request_in(quota.name)
+        if victims and not all(
+            quota.used[r] + request.get(r, 0) <= quota.guarantee.get(r, 0) for r in short
+        ):
+            for victim in victims:
+                v = home(tree, victim)
+                mine, theirs = sides(tree, quota, v)
+                for r in short:
+                    freed = {
+                        side.name: sum(
+                            x.request_in(home(tree, x).name).get(r, 0)
+                            for x in victims
+                            if side in (home(tree, x), *tree.path_up(home(tree, x)))
+                        )
+                        for side in (mine, theirs)
+                    }
+                    a = borrows(mine, r, request.get(r, 0) - freed[mine.name])
+                    b = borrows(theirs, r, -freed[theirs.name])
+                    if b * mine.weight[r] < a * theirs.weight[r]:
+                        broken.append(f"{victim.key} for {unit.key}: {r} {b} vs {a}")
+        return victims, refusal
+
+    with mock.patch.object(planner, "reclaim_choice", checked):
+        eng = operator_engine(scenario)
+        for i, (q, request, priority, preemptible) in enumerate(scenario.pods):
+            eng.observe_pod(
+                pod(q, f"p{i}", request, priority=priority, created=i, preemptible=preemptible)
+            )
+            decisions = eng.decide(float(i))
+            carry_out(eng, [e.pod for e in decisions.evictions])
+    assert broken == []
+
+
+@PROPERTY
+@given(trees, st.data())
+def test_a_quota_asking_within_its_guarantee_is_admitted_after_the_delay(
+    scenario: Scenario, data: st.DataObject
+) -> None:
+    """(c) A unit whose quota asks for no more than its guarantee is admitted once the
+    reclaim delay has passed and the victims are gone, however the others borrowed."""
+    eng = operator_engine(scenario, delay=30.0)
+    quotas = [c.name for c in scenario.configs if c.is_leaf]
+    target = data.draw(st.sampled_from(quotas))
+    for i, (q, request, priority, preemptible) in enumerate(scenario.pods):
+        if q == target:
+            continue  # the target quota asks only for the unit below
+        eng.observe_pod(
+            pod(q, f"p{i}", request, priority=priority, created=i, preemptible=preemptible)
+        )
+        decisions = eng.decide(0.0)
+        carry_out(eng, [e.pod for e in decisions.evictions])
+    eng.tree.settle()
+    node = eng.tree.node(target)
+    assume(node is not None)
+    assert node is not None
+    assume(not any(overcommitted(eng, r) for r in RESOURCES))
+    request = {
+        r: data.draw(st.integers(0, node.guarantee.get(r, 0)))
+        for r in RESOURCES
+        if r in node.resources
+    }
+    assume(any(request.values()))
+    eng.observe_pod(pod(target, "mine", request, created=1000))
+    now = 1.0
+    for _ in range(6):
+        decisions = eng.decide(now)
+        carry_out(eng, [e.pod for e in decisions.evictions])
+        if eng.pods[f"{target}/mine"].state is PodState.ADMITTED:
+            break
+        now += 31.0
+    record = eng.pods[f"{target}/mine"]
+    assert record.state is PodState.ADMITTED, record.reason
