@@ -31,6 +31,7 @@ from quotree.options import EngineOptions
 from quotree.placement import Placement
 from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
+from quotree.reservations import Reservations
 from quotree.resolution import (
     DEFAULT_SYSTEM_NAMESPACES,
     Coverage,
@@ -110,7 +111,12 @@ class Engine:
         )
         #: Pod groups (`group_ledger.py`): pods come in through it; admitted and evicted
         #: whole by the decider's `gang_admission.GangAdmission`.
-        self.group_ledger = GroupLedger(self.ledger, self.intake, self.coverage)
+        self.group_ledger = GroupLedger(
+            self.ledger,
+            self.intake,
+            self.coverage,
+            Reservations(self.ledger, self.forest, self.holds),
+        )
         self.decider.gangs.book = self.group_ledger
         self.decider.gangs.group_timeout = group_timeout
         self.decider.gangs.scheduling_timeout = scheduling_timeout
@@ -336,7 +342,11 @@ class Engine:
         config = tree.config(name)
         covered = namespaces_of(config)
         unresolved = sum(1 for r in self.ledger.unresolved.values() if r.facts.namespace in covered)
-        groups = self.group_ledger.counts(name) if config and config.is_leaf else (0, 0)
+        if config is not None and config.is_leaf:
+            groups = self.group_ledger.counts(name)
+            unresolved += self.group_ledger.held_in.get(name, 0)  # gated, held before the intake
+        else:
+            groups = (0, 0)
         return node_report(tree, self.ledger.quota_pods, name, unresolved=unresolved, groups=groups)
 
     def take_moved(self) -> set[str] | None:

@@ -23,10 +23,12 @@ from typing import TYPE_CHECKING
 from quotree import admission
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
-from quotree.eviction import Eviction
 from quotree.fit import Fit, Rule, Seat
-from quotree.group_ledger import ADMITTED, INCOMPLETE, PENDING, GroupLedger, GroupRecord
+from quotree.group_clocks import BACKOFF_FIRST, BACKOFF_MAX, GroupClocks, named
+from quotree.group_ledger import GroupLedger
+from quotree.group_records import ADMITTED, PENDING, GroupRecord
 from quotree.group_unit import GroupUnit
+from quotree.planner import EvictionPlanner
 from quotree.pods import PodRecord, PodState
 from quotree.quantity import add_amounts, format_quantity
 
@@ -36,10 +38,6 @@ if TYPE_CHECKING:
     from quotree.reclaim import Refusal
 
 __all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "GangAdmission"]
-
-#: The requeue backoff after the scheduling timeout: the first, doubling up to the last.
-BACKOFF_FIRST = 60.0
-BACKOFF_MAX = 3600.0
 
 
 class GangAdmission:
@@ -54,6 +52,8 @@ class GangAdmission:
         self.scheduling_timeout = scheduling_timeout
         self._seat: Seat | None = None  # the scan under way, and the groups it decided
         self._done: set[str] = set()
+        #: The group timeout, the scheduling timeout and the backoff (`group_clocks.py`).
+        self.clocks = GroupClocks(self)
 
     # ------------------------------------------------------------ the scan
 
@@ -121,6 +121,7 @@ class GangAdmission:
         if planner.worth_planning(unit, verdict, lowest):
             # The same plan as for a single pod (in-quota preemption, reclaim when it pays),
             # for the group's summed request; `finish` widens its victims to whole groups.
+            start = len(out.evictions)
             plan = planner.plan(
                 unit,
                 verdict,
@@ -132,6 +133,16 @@ class GangAdmission:
                 out=out,
             )
             if plan.evicted:
+                # The events name the group that preempts, not its first pod.
+                reason = (
+                    f"preempted by pod group {group.key} ({len(members)} pods, priority "
+                    f"{group.priority}) within ElasticQuota {verdict.quota}"
+                )
+                for index in range(start, len(out.evictions)):
+                    if out.evictions[index].kind == "Preempted":
+                        out.evictions[index] = dataclasses.replace(
+                            out.evictions[index], reason=reason
+                        )
                 self._say(group, members, admission.waiting_for_victims(lead), out)
                 decider.evicted_for()
                 return True
@@ -160,7 +171,9 @@ class GangAdmission:
         for member in members:
             message = admission.fit_message(name, node, member)
             decider._admitted(out, member, f"{message}, with pod group {group.key}")
-        group.state, group.reason = ADMITTED, f"admitted to ElasticQuota {name}"
+        assert self.book is not None
+        self.book.set_state(group, ADMITTED)
+        group.reason = f"admitted to ElasticQuota {name}"
         group.core = {m.key for m in members}
         group.admitted_since, group.placed = None, False
 
@@ -288,64 +301,51 @@ class GangAdmission:
 
     # ------------------------------------------------------------ around a round
 
+    @property
+    def planner(self) -> EvictionPlanner:
+        return self._decider.planner
+
     def begin(self, now: float, out: Decisions) -> None:
-        """The clocks: `GroupIncomplete` warnings, the scheduling timeout, backoffs ending."""
+        """The clocks (`group_clocks`), then the pods that replace pods of admitted groups."""
         book = self.book
         if book is None:
             return
-        ledger = self._decider.ledger
-        for group in list(book.groups.values()):
-            if not group.pods:  # requeued, its pods gone: kept for its backoff only
-                if now >= group.not_before:
-                    del book.groups[group.key]
-                continue
-            if group.state == INCOMPLETE:
-                if group.incomplete_since is None:
-                    group.incomplete_since = now
-                elif not group.warned and now - group.incomplete_since >= self.group_timeout:
-                    group.warned = True
-                    spec = group.spec
-                    message = (
-                        f"pod group {group.key}: {len(group.pods)} of {spec.min} pods exist "
-                        f"after {self.group_timeout:g} s; they keep waiting and hold nothing"
-                    )
-                    for key in sorted(group.pods):
-                        out.warnings.append((key, "GroupIncomplete", message))
-            elif group.state == ADMITTED and not group.placed and not group.evicted:
-                self._check_placed(book, group, now, out)
-            elif group.state == PENDING and group.not_before and now >= group.not_before:
-                group.not_before = 0.0  # its backoff is over: its quota looks again
-                if group.quota is not None and group.quota in ledger.quota_pods:
-                    ledger.quota_pods[group.quota].room = None
-                    ledger.touched.add(group.quota)
+        self.clocks.begin(book, now, out)
+        if book.replacing:
+            replacing, book.replacing = book.replacing, set()
+            for key in sorted(replacing):
+                self._replace(book, key, out)
 
-    def _check_placed(
-        self, book: GroupLedger, group: GroupRecord, now: float, out: Decisions
-    ) -> None:
-        admitted = [m for m in book.members(group) if m.state is PodState.ADMITTED]
-        if all(m.facts.node_name for m in admitted):
-            group.placed = True
+    def _replace(self, book: GroupLedger, key: str, out: Decisions) -> None:
+        """Pending pod `key` of an admitted group takes a slot of its reservation: admitted
+        at once, on the group's flavor, in the group's place in the in-quota order."""
+        decider = self._decider
+        record = decider.ledger.pods.get(key)
+        group = book.groups.get(record.group or "") if record is not None else None
+        if record is None or group is None or record.state is not PodState.PENDING:
             return
-        if group.admitted_since is None:
-            group.admitted_since = now
+        if group.state != ADMITTED or group.evicted or not group.slots:
             return
-        if now - group.admitted_since < self.scheduling_timeout:
-            return
-        unbound = sum(1 for m in admitted if not m.facts.node_name)
-        group.backoff = min(BACKOFF_MAX, group.backoff * 2 if group.backoff else BACKOFF_FIRST)
-        group.not_before = now + group.backoff
-        reason = (
-            f"pod group {group.key}: {unbound} of {len(admitted)} pods not scheduled to a Node "
-            f"within {self.scheduling_timeout:g} s; evicted, it waits again and is tried after "
-            f"a backoff of {group.backoff:g} s"
+        flavor = group.slots[0].flavor
+        if record.flavor_needed and flavor is not None:
+            decider.placement.charge_to(record, flavor)
+        slot = book.reservations.take(group, record)
+        if slot is None:
+            return  # it asks more than a slot holds: it waits as a pod that joins
+        assert record.quota is not None
+        seq = slot.admitted_seq if record.key in group.core else 0
+        text = (
+            f"fits in ElasticQuota {record.quota}: it replaces a pod of pod group "
+            f"{group.key} within the group's reservation"
         )
-        planner = self._decider.planner
-        for member in admitted:
-            if not member.evicting:
-                planner.evict(member, "Preempted", reason, out)
-                last = _named(out.evictions[-1], group)
-                out.evictions[-1] = dataclasses.replace(last, kind="Requeued")
+        decider.admit(record, text, seq=seq)
+        decider._admitted(out, record, f"admitted: {text}")
+
+    def evicted(self, group: GroupRecord) -> None:
+        """The group's eviction was asked for: its reservation goes now."""
         group.evicted = True
+        assert self.book is not None
+        self.book.reservations.release(group)
 
     def finish(self, out: Decisions, start: int) -> None:
         """Widen the evictions asked for since `start` to whole groups (their other admitted
@@ -363,9 +363,10 @@ class GangAdmission:
             if group is not None and eviction.pod not in group.core:
                 # A pod that joined an admitted group (above an elastic group's min) goes alone.
                 out.evictions[index] = dataclasses.replace(eviction, group=group.key)
+                group.dropped.add(eviction.pod)
             elif group is not None:
-                out.evictions[index] = _named(eviction, group)
-                group.evicted = True
+                out.evictions[index] = named(eviction, group)
+                self.evicted(group)
                 for member in book.members(group):
                     if member.state.value == ADMITTED and not member.evicting:
                         planner.evict(member, "Preempted", eviction.reason, out)
@@ -373,7 +374,3 @@ class GangAdmission:
                             out.evictions[-1], kind=eviction.kind
                         )
             index += 1
-
-
-def _named(eviction: Eviction, group: GroupRecord) -> Eviction:
-    return dataclasses.replace(eviction, group=group.key, job=group.job)

@@ -12,128 +12,104 @@ this part keeps the groups it works on, in front of the pod intake (`intake.py`)
 - once complete, all its pods are taken in at once, charged (a waiting group counts
   in its quota's raw request, so runtime makes room) and queued together in the group's
   place (`PodRecord.rank`: priority, the time it became complete, its name);
+- an admitted group keeps the room of its pods that ended as its reservation
+  (`reservations.py`) until it ends (its pods all gone and, for a Job, the Job gone or
+  finished) or is evicted; a pod that comes to replace one is queued for the next round
+  (`replacing`), which admits it at once within the reservation;
 - a group whose pods drop below `min` before it is admitted is held again; an admitted
-  group that lost all its admitted pods waits again whole.
+  group that lost all its admitted pods (evicted, or ended with nothing reserved) waits
+  again whole.
 
-A group's state is "incomplete", "pending" or "admitted". It reads no clock: the
-timeouts are `gang_admission`'s, given `decide(now)`'s time.
+A group's state is "incomplete", "pending" or "admitted"; the counts per quota
+(`counts`) and the pods held per quota (`held_in`) are kept as they change, so a report
+walks no groups. It reads no clock: the timeouts are `group_clocks`', given
+`decide(now)`'s time; the groups whose state or pods changed are listed for them (`look`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from quotree.group_records import ADMITTED, INCOMPLETE, PENDING, GroupRecord, Groups, GroupView
 from quotree.groups import GroupSpec, JobFacts, disagreement, group_spec
 from quotree.ledger import Ledger
 from quotree.models import ConfigError
 from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
+from quotree.reservations import Reservations
 from quotree.resolution import Coverage
 
 if TYPE_CHECKING:
     from quotree.intake import PodIntake
 
-__all__ = ["GroupLedger", "GroupRecord", "GroupView", "Groups"]
-
-INCOMPLETE = "incomplete"
-PENDING = "pending"
-ADMITTED = "admitted"
-
-
-@dataclass(frozen=True, slots=True)
-class GroupView:
-    """One pod group as the shells show it (plugin, page, `quotree simulate -o json`)."""
-
-    key: str  # "namespace/name"
-    quota: str | None
-    state: str  # "incomplete", "pending" or "admitted"
-    size: int
-    min: int
-    pods: tuple[str, ...]  # its pods' keys, by creation
-    reason: str
-
-
-@dataclass(slots=True)
-class GroupRecord:
-    """The engine's record of one pod group."""
-
-    key: str
-    spec: GroupSpec
-    quota: str | None
-    priority: int
-    job: str | None  # the Job whose pods form it, if any
-    pods: dict[str, PodFacts] = field(default_factory=dict)  # its pods, by key
-    held: set[str] = field(default_factory=set)  # its pods kept here (incomplete)
-    state: str = INCOMPLETE
-    completed: float = 0.0  # when it became complete: its min-th pod's creation
-    reason: str = ""
-    #: `gang_admission`'s clocks: since when it is incomplete, warned of it; since when
-    #: admitted, all its pods bound to Nodes; requeue backoff (seconds) and its end.
-    incomplete_since: float | None = None
-    warned: bool = False
-    admitted_since: float | None = None
-    placed: bool = False
-    backoff: float = 0.0
-    not_before: float = 0.0
-    evicted: bool = False  # its eviction was asked for: its pods leave
-    #: The pods admitted as the unit (an elastic group's first `min`); the others joined
-    #: one by one afterwards and are evicted one by one.
-    core: set[str] = field(default_factory=set)
-
-    @property
-    def declaration(self) -> tuple[str | None, GroupSpec, int]:
-        return (self.quota, self.spec, self.priority)
-
-    def view(self) -> GroupView:
-        pods = tuple(sorted(self.pods, key=lambda k: (self.pods[k].created, k)))
-        return GroupView(
-            self.key, self.quota, self.state, self.spec.size, self.spec.min, pods, self.reason
-        )
-
-
-class Groups(Mapping[str, GroupView]):
-    """A read-only view of the groups, "namespace/name" -> `GroupView`."""
-
-    def __init__(self, records: Mapping[str, GroupRecord]) -> None:
-        self._records = records
-
-    def __getitem__(self, key: str) -> GroupView:
-        return self._records[key].view()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._records)
-
-    def __len__(self) -> int:
-        return len(self._records)
+__all__ = [
+    "ADMITTED",
+    "INCOMPLETE",
+    "PENDING",
+    "GroupLedger",
+    "GroupRecord",
+    "GroupView",
+    "Groups",
+]
 
 
 class GroupLedger:
     """The pod groups of one engine, in front of its intake (see module docstring)."""
 
-    def __init__(self, ledger: Ledger, intake: PodIntake, coverage: Coverage) -> None:
-        self._ledger = ledger
+    def __init__(
+        self, ledger: Ledger, intake: PodIntake, coverage: Coverage, reservations: Reservations
+    ) -> None:
+        self.ledger = ledger
         self._intake = intake
         self._coverage = coverage
+        self.reservations = reservations
         self.groups: dict[str, GroupRecord] = {}
         self.of_pod: dict[str, str] = {}  # pod key -> its group's key
         self.jobs: dict[str, JobFacts] = {}  # "namespace/name" -> the Job's facts
         self.alone: dict[str, str | None] = {}  # pods held alone -> the Job they wait for
+        self._waiting_for: dict[str, set[str]] = {}  # Job -> the pods held alone for it
+        #: quota -> [pending, admitted] groups; and the gated pods kept here, per quota
+        self._tally: dict[str, list[int]] = {}
+        self.held_in: dict[str, int] = {}
+        self._held_quota: dict[str, str] = {}  # pod kept here -> the quota counting it
+        #: Groups whose state or pods changed since the last round (their clocks look).
+        self.look: dict[str, GroupRecord] = {}
+        #: Pending pods of admitted groups with a reservation: the next round admits them.
+        self.replacing: set[str] = set()
 
     # ------------------------------------------------------------ Jobs
 
     def observe_job(self, job: JobFacts) -> None:
-        """A Job the operator watches; its pods held for want of it are taken in again."""
+        """A Job the operator watches; its pods held for want of it are taken in again. A
+        finished Job's group keeps no reservation."""
         self.jobs[job.key] = job
-        for key in [k for k, waits in self.alone.items() if waits == job.key]:
-            record = self._ledger.pods.get(key)
+        for key in sorted(self._waiting_for.pop(job.key, ())):
+            record = self.ledger.pods.get(key)
             if record is not None:
                 self.forget(key)
                 self.observe(record.facts)
+        if job.finished:
+            self._job_over(job.key)
 
     def forget_job(self, namespace: str, name: str) -> None:
-        self.jobs.pop(f"{namespace}/{name}", None)
+        key = f"{namespace}/{name}"
+        self.jobs.pop(key, None)
+        self._job_over(key)
+
+    def _job_over(self, key: str) -> None:
+        group = self.groups.get(key)
+        if group is None or group.job is None or not group.slots:
+            return
+        self.reservations.release(group)
+        if not group.pods:
+            self.drop(group)
+
+    def _may_replace(self, group: GroupRecord) -> bool:
+        """The group goes on: a pod may come to replace one that ended."""
+        if group.job is None:
+            return bool(group.pods)  # plain pods: it ends with its last pod
+        job = self.jobs.get(f"{group.key.split('/', 1)[0]}/{group.job}")
+        return job is not None and not job.finished
 
     # ------------------------------------------------------------ pods
 
@@ -148,20 +124,22 @@ class GroupLedger:
             group = self.groups[group_key]
             group.pods[key] = facts
             if key in group.held:
-                record = self._ledger.pods[key]
+                record = self.ledger.pods[key]
                 record.facts = facts
                 if facts.gated:
                     return record
                 self._release(group)  # running without the gate: the group runs
-                return self._ledger.pods.get(key)
-            return self._intake.observe(facts)
+                return self.ledger.pods.get(key)
+            if group.state == ADMITTED and not group.placed:
+                self.look[group.key] = group  # bound to a Node, maybe: the clock looks
+            return self._taken_in(group, facts)
         if key in self.alone:
-            record = self._ledger.pods[key]
+            record = self.ledger.pods[key]
             if facts.gated and facts.group == record.facts.group:
                 record.facts = facts
                 return record
             self.forget(key)
-        if key in self._ledger.pods:
+        if key in self.ledger.pods:
             return self._intake.observe(facts)  # a pod on its own, known already
         try:
             spec, job = self._spec(facts)
@@ -172,31 +150,52 @@ class GroupLedger:
         return self._join(facts, spec, job)
 
     def forget(self, key: str) -> PodRecord | None:
-        """The pod is gone: out of its group (which may be held again, or end)."""
+        """The pod is gone: out of its group (which may keep its room, be held again, or
+        end)."""
         if key in self.alone:
-            del self.alone[key]
+            job = self.alone.pop(key)
+            if job is not None:
+                self._waiting_for.get(job, set()).discard(key)
             return self._unhold(key)
         group_key = self.of_pod.pop(key, None)
         if group_key is None:
             return self._intake.forget(key)
         group = self.groups[group_key]
         group.pods.pop(key, None)
+        was_core = key in group.core
         group.core.discard(key)
-        self._ledger.grouped.pop(key, None)
+        self.replacing.discard(key)
+        self.ledger.grouped.pop(key, None)
         if key in group.held:
             group.held.discard(key)
             record = self._unhold(key)
             self._say_incomplete(group)
         else:
             record = self._intake.forget(key)
+        if (
+            record is not None
+            and record.state is PodState.ADMITTED
+            and group.state == ADMITTED
+            and not group.evicted
+            and key not in group.dropped
+            and self._may_replace(group)
+        ):
+            if was_core:
+                group.core_slots.add(key)
+            self.reservations.keep(group, record)  # ended: its room waits for a replacement
+        group.dropped.discard(key)
         if not group.pods:
+            if group.slots and self._may_replace(group):
+                return record  # a Job between pods: its reservation stays
+            self.reservations.release(group)
             if not group.not_before:
-                del self.groups[group_key]
+                self.drop(group)
                 return record
             # Requeued: its backoff outlives its pods (their controller makes them again).
-            group.state, group.core, group.evicted = INCOMPLETE, set(), False
-        elif group.state == ADMITTED and not self._admitted_members(group):
-            group.state = PENDING  # evicted or ended: it waits again whole
+            self.set_state(group, INCOMPLETE)
+            group.core, group.evicted = set(), False
+        elif group.state == ADMITTED and not group.slots and not self._admitted_members(group):
+            self.set_state(group, PENDING)  # evicted or ended: it waits again whole
             group.admitted_since, group.placed, group.evicted = None, False, False
         if group.state == PENDING and len(group.pods) < group.spec.min:
             self._hold_again(group)
@@ -204,7 +203,7 @@ class GroupLedger:
 
     def members(self, group: GroupRecord) -> list[PodRecord]:
         """The group's pods taken in (not held), by creation then name."""
-        records = [self._ledger.pods.get(k) for k in group.pods if k not in group.held]
+        records = [self.ledger.pods.get(k) for k in group.pods if k not in group.held]
         found = [r for r in records if r is not None]
         found.sort(key=lambda r: (r.facts.created, r.facts.name))
         return found
@@ -214,14 +213,36 @@ class GroupLedger:
 
     def counts(self, quota: str) -> tuple[int, int]:
         """Quota `quota`'s pending (complete or not) and admitted groups."""
-        pending = admitted = 0
-        for group in self.groups.values():
-            if group.quota == quota:
-                if group.state == ADMITTED:
-                    admitted += 1
-                else:
-                    pending += 1
-        return pending, admitted
+        tally = self._tally.get(quota)
+        return (tally[0], tally[1]) if tally is not None else (0, 0)
+
+    # ------------------------------------------------------------ state
+
+    def set_state(self, group: GroupRecord, state: str) -> None:
+        """The group's state changes (the counts per quota follow; its clocks look)."""
+        self._count(group, -1)
+        group.state = state
+        self._count(group, 1)
+        self.look[group.key] = group
+
+    def drop(self, group: GroupRecord) -> None:
+        """The group's record goes (it ended, or its backoff is over with no pods)."""
+        if self.groups.get(group.key) is group:
+            self.reservations.release(group)
+            self._count(group, -1)
+            del self.groups[group.key]
+            self.look.pop(group.key, None)
+
+    def _add(self, group: GroupRecord) -> GroupRecord:
+        self.groups[group.key] = group
+        self._count(group, 1)
+        self.look[group.key] = group
+        return group
+
+    def _count(self, group: GroupRecord, sign: int) -> None:
+        if group.quota is not None:
+            tally = self._tally.setdefault(group.quota, [0, 0])
+            tally[1 if group.state == ADMITTED else 0] += sign
 
     # ------------------------------------------------------------ inside
 
@@ -251,27 +272,44 @@ class GroupLedger:
         quota = self._coverage.resolve(facts.namespace, facts.labels).quota
         group = self.groups.get(group_key)
         if group is None:
-            group = self.groups[group_key] = GroupRecord(
-                group_key, spec, quota, facts.priority, job
-            )
-        elif group.pods:
+            group = self._add(GroupRecord(group_key, spec, quota, facts.priority, job))
+        elif group.pods or group.slots:
             why = disagreement(group_key, (quota, spec, facts.priority), group.declaration)
             if why is not None:
                 return self._hold_alone(facts, f"waiting: {why}", None)
         else:
+            self._count(group, -1)
             group.spec, group.quota, group.priority, group.job = spec, quota, facts.priority, job
+            self._count(group, 1)
         self.of_pod[key] = group_key
         group.pods[key] = facts
         if group.state == INCOMPLETE:
             if not facts.gated or len(group.pods) >= spec.min:
                 self._release(group, joining=key)
-                return self._ledger.pods.get(key)
+                return self.ledger.pods.get(key)
             group.held.add(key)
             record = self._hold(facts, "")
             self._say_incomplete(group)
+            self.look[group_key] = group  # its clock starts, if not yet
             return record
-        self._ledger.grouped[key] = (group_key, self._rank(group, facts))
-        return self._intake.observe(facts)
+        self.ledger.grouped[key] = (group_key, self._rank(group, facts))
+        return self._taken_in(group, facts)
+
+    def _taken_in(self, group: GroupRecord, facts: PodFacts) -> PodRecord | None:
+        """A pod of a pending or admitted group, through the intake; a pod of an admitted
+        group with a reservation takes a slot: running already, at once; gated, in the
+        next round (`gang_admission`)."""
+        before = self.ledger.pods.get(facts.key)
+        state = before.state if before is not None else None
+        record = self._intake.observe(facts)
+        if record is None or group.state != ADMITTED or not group.slots:
+            return record
+        if record.state is PodState.PENDING:
+            self.replacing.add(record.key)
+        elif record.state is PodState.ADMITTED and state is not PodState.ADMITTED:
+            self.replacing.discard(record.key)
+            self.reservations.take(group, record, running=True)
+        return record
 
     def _rank(self, group: GroupRecord, facts: PodFacts) -> tuple[int, float, str]:
         return (-group.priority, group.completed, f"{group.key}\0{facts.name}")
@@ -280,7 +318,7 @@ class GroupLedger:
         """The group is complete (or runs): all its pods are taken in, together."""
         created = sorted(f.created for f in group.pods.values())
         group.completed = created[min(group.spec.min, len(created)) - 1]
-        group.state = PENDING
+        self.set_state(group, PENDING)
         group.incomplete_since, group.warned = None, False
         for key in sorted(group.pods, key=lambda k: (group.pods[k].created, k)):
             facts = group.pods[key]
@@ -288,19 +326,20 @@ class GroupLedger:
                 self._unhold(key)
             elif key != joining:
                 continue
-            self._ledger.grouped[key] = (group.key, self._rank(group, facts))
+            self.ledger.grouped[key] = (group.key, self._rank(group, facts))
             self._intake.observe(facts)
         group.held.clear()
         running = {r.key for r in self.members(group) if r.state is PodState.ADMITTED}
         if running:
-            group.state, group.core = ADMITTED, running  # it runs already (no gate)
+            self.set_state(group, ADMITTED)  # it runs already (no gate)
+            group.core = running
 
     def _hold_again(self, group: GroupRecord) -> None:
         """A pending group lost pods below its min: its pods hold nothing again."""
-        group.state = INCOMPLETE
+        self.set_state(group, INCOMPLETE)
         for record in self.members(group):
             self._intake.forget(record.key)
-            self._ledger.grouped.pop(record.key, None)
+            self.ledger.grouped.pop(record.key, None)
             group.held.add(record.key)
             self._hold(record.facts, "")
         self._say_incomplete(group)
@@ -315,27 +354,37 @@ class GroupLedger:
             "exist; none of them holds quota until they all do"
         )
         for key in group.held:
-            record = self._ledger.pods[key]
+            record = self.ledger.pods[key]
             if record.reason != group.reason:
                 record.reason = group.reason
-                self._ledger.unannounced[key] = group.reason
+                self.ledger.unannounced[key] = group.reason
 
     def _hold_alone(self, facts: PodFacts, reason: str, job: str | None) -> PodRecord:
         self.alone[facts.key] = job
+        if job is not None:
+            self._waiting_for.setdefault(job, set()).add(facts.key)
         return self._hold(facts, reason)
 
     def _hold(self, facts: PodFacts, reason: str) -> PodRecord:
-        """A gated pod kept out of the intake: it waits, holds nothing, says why."""
-        record = PodRecord(facts, None, PodState.PENDING, next(self._ledger.arrivals))
+        """A gated pod kept out of the intake: it waits, holds nothing, says why (and
+        counts in the pendingPods of the quota it would be charged to)."""
+        record = PodRecord(facts, None, PodState.PENDING, next(self.ledger.arrivals))
         record.reason = reason
-        self._ledger.pods[facts.key] = record
+        self.ledger.pods[facts.key] = record
         if reason:
-            self._ledger.unannounced[facts.key] = reason
+            self.ledger.unannounced[facts.key] = reason
+        quota = self._coverage.resolve(facts.namespace, facts.labels).quota
+        if quota is not None:
+            self._held_quota[facts.key] = quota
+            self.held_in[quota] = self.held_in.get(quota, 0) + 1
         return record
 
     def _unhold(self, key: str) -> PodRecord | None:
-        self._ledger.unannounced.pop(key, None)
-        return self._ledger.pods.pop(key, None)
+        self.ledger.unannounced.pop(key, None)
+        quota = self._held_quota.pop(key, None)
+        if quota is not None:
+            self.held_in[quota] -= 1
+        return self.ledger.pods.pop(key, None)
 
 
 class _Waits(Exception):

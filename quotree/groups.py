@@ -126,6 +126,9 @@ class JobFacts:
     suspended: bool = False
     #: Its pod template carries `quotree.io/pod-group: none`.
     opted_out: bool = False
+    #: It has finished (its `Complete` or `Failed` condition is true): its group keeps no
+    #: reservation for replacement pods.
+    finished: bool = False
 
     @property
     def key(self) -> str:
@@ -157,6 +160,12 @@ def job_facts(obj: Mapping[str, Any]) -> JobFacts:
         completions=completions if isinstance(completions, int) else None,
         suspended=bool(spec.get("suspend")),
         opted_out=str(template_labels.get(POD_GROUP_LABEL, "")).strip() == NO_GROUP,
+        finished=any(
+            isinstance(c, Mapping)
+            and c.get("type") in ("Complete", "Failed")
+            and str(c.get("status")) == "True"
+            for c in (obj.get("status") or {}).get("conditions") or ()
+        ),
     )
 
 

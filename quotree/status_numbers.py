@@ -42,8 +42,10 @@ def node_report(
 ) -> NodeReport:
     """status for tree node `name`: demand, runtime, used, pod counts, its problem.
 
-    `unresolved`: gated pods of its namespaces that no quota will take; they count
-    as pending here, so that they are seen. `groups`: its pending and admitted pod groups.
+    `unresolved`: gated pods of its namespaces that no quota will take, and its pods
+    held before the intake (pods of an incomplete pod group, or waiting for their Job);
+    they count as pending here, so that they are seen. `groups`: its pending and
+    admitted pod groups.
     """
     node = tree.node(name)
     pods = pods_of.get(name)

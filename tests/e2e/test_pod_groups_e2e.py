@@ -29,7 +29,7 @@ from tests.e2e.operator_proc import OperatorProcess, start_operator
 
 GPU = "nvidia.com/gpu"
 RUN_FOR = "pod-complete.stage.kwok.x-k8s.io/delay"
-PORT = 29443
+PORT = 19461  # the webhook server's; other e2e files use 19443 to 19457
 OPERATOR_NAMESPACE = "quotree-e2e-groups"
 
 
