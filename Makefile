@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv tools lint typecheck unit e2e test fuzz run simulate-demo bench bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape bench-scale clean \
+.PHONY: venv tools lint typecheck unit e2e test fuzz run simulate-demo bench bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape bench-scale bench-growth clean \
 	image deploy undeploy docs
 
 $(STAMP): pyproject.toml
@@ -74,7 +74,7 @@ simulate-demo: $(STAMP)
 # QUOTREE_NODES=12 on a fresh `hack/cluster.sh up`. bench-scale (10,000 quotas, 30,000
 # pods) restarts the control plane itself, fresh, with 10 nodes of room for
 # 4,000 pods each, and stops it at the end (15 to 16 minutes at load 5 on 2 cores).
-bench: bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape bench-scale
+bench: bench-engine bench-flavors bench-operator bench-webhooks bench-webhook-process bench-kueue-shape bench-scale bench-growth
 
 bench-engine: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
@@ -108,6 +108,13 @@ bench-kueue-shape: $(STAMP)
 
 bench-scale: $(STAMP)
 	$(BIN)/python bench/bench_scale.py
+
+# How the cost per pod grows, no cluster: one quota filling up to 100,000 pods, the
+# contended burst from 200 to 10,000 quotas, a mixed tree of 10,000 quotas and 50,000 pods
+# through the CLI; each size against the first (bench/bench_growth.py, inputs from
+# bench/scale_inputs.py).
+bench-growth: $(STAMP)
+	$(BIN)/python bench/bench_growth.py
 
 # The container image (podman; on a machine without a registry it debootstraps its own base,
 # cached in ~/.cache/quotree/image). See docs/deploy.md.
