@@ -337,6 +337,9 @@ class Decider:
                 record, verdict, check=check, lenders=self.reasons.holders, clock=clock,
                 lowest=lowest, now=now, out=out,
             )  # fmt: skip
+            if plan.waits_for_evictions:
+                self.reasons.for_victims(name, node, record, verdict, out)
+                continue
             if not plan.evicted:
                 self.reasons.explain(name, node, record, verdict, out, refusal=plan.refusal)
                 continue

@@ -132,6 +132,9 @@ class GangAdmission:
                 now=now,
                 out=out,
             )
+            if plan.waits_for_evictions:
+                self._say(group, members, admission.waiting_for_victims(lead), out)
+                return False
             if plan.evicted:
                 # The events name the group that preempts, not its first pod.
                 reason = (

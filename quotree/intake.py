@@ -143,6 +143,7 @@ class PodIntake:
         if record is None:
             return None
         self._ledger.by_namespace[record.facts.namespace].discard(key)
+        self._ledger.evicting.discard(key)
         self._ledger.unresolved.pop(key, None)
         self._ledger.unannounced.pop(key, None)
         if record.quota is None:

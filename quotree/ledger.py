@@ -33,6 +33,8 @@ class Ledger:
         self.unannounced: dict[str, str] = {}  # their reasons, until the next round
         #: pods of pod groups let in: pod -> (its group, its rank), read as it is taken in
         self.grouped: dict[str, tuple[str, tuple[int, float, str]]] = {}
+        #: pods being evicted (their resources on their way back), by key
+        self.evicting: set[str] = set()
         self.arrivals = itertools.count()  # the order pods came in
         self.admissions = itertools.count(1)  # the order pods were admitted in
 
@@ -46,6 +48,10 @@ class Ledger:
     def set_evicting(self, record: PodRecord, evicting: bool) -> None:
         """The pod is being evicted (its resources on their way back), or no longer."""
         assert record.quota is not None
+        if evicting:
+            self.evicting.add(record.key)
+        else:
+            self.evicting.discard(record.key)
         self.quota_pods[record.quota].set_evicting(record, evicting)
         for other in record.also:
             self.quota_pods[other].set_evicting(record, evicting)

@@ -47,6 +47,8 @@ class Plan:
     evicted: bool
     verdict: Fit
     refusal: Refusal | None = None
+    #: It needs no new eviction: it fits once the evictions under way are done.
+    waits_for_evictions: bool = False
 
 
 @dataclass(slots=True)
@@ -139,6 +141,15 @@ class EvictionPlanner:
         pods = self.ledger.pods
         return any(v in pods and pods[v].evicting for v in record.victims)
 
+    def _orphans(self, claimed: set[str]) -> list[PodRecord]:
+        """The pods being evicted that no waiting unit's plan counts on (`claimed`)."""
+        pods = self.ledger.pods
+        return [
+            pods[key]
+            for key in sorted(self.ledger.evicting - claimed)
+            if key in pods and pods[key].state is PodState.ADMITTED
+        ]
+
     def _under_way(self, key: str) -> Iterator[tuple[PodRecord, list[PodRecord]]]:
         """The other units whose victims are being evicted, with those victims: a plan counts
         them as gone and the units as admitted (the room those victims leave is theirs)."""
@@ -176,9 +187,15 @@ class EvictionPlanner:
         steps: list[tuple[Literal["Preempted", "Reclaimed"], str, list[PodRecord]]] = []
         refusal = None
         with trial(self.forest) as taken:
+            claimed: set[str] = set()
             if self.claims:
                 for unit, victims in self._under_way(record.key):
                     taken.admit(unit, victims)
+                    claimed.update(v.key for v in victims)
+            # Evictions under way that no waiting unit counts on (the unit they were for was
+            # admitted with other room meanwhile): their room is coming back all the same.
+            orphans = self._orphans(claimed)
+            taken.take(orphans)
             # As it will be once the evictions under way are done; with one tree and none
             # under way, the verdict is the whole answer.
             broken = check() if taken.victims or taken.moved or record.also else [verdict]
@@ -210,6 +227,13 @@ class EvictionPlanner:
                 broken = check()
             if broken:
                 return Plan(False, broken[0])
+        if not steps and orphans:
+            # It fits once the evictions under way are done: it waits for them, and counts
+            # on their room (no other unit does: `_under_way`).
+            record.victims = frozenset(v.key for v in orphans)
+            assert record.quota is not None
+            self.claims[record.key] = record.quota
+            return Plan(False, verdict, waits_for_evictions=True)
         events = [
             (victim, kind, self._event(kind, reason, victim))
             for kind, reason, victims in steps

@@ -146,3 +146,36 @@ def test_in_quota_preemption_evicts_nothing_when_an_ancestor_still_holds_the_pod
     eng.forget_pod("b/b2")
     eng.forget_pod("q/low")
     assert [key for key, _ in eng.decide(41.0).admitted] == ["q/high"]
+
+
+def test_room_on_its_way_back_is_counted_whoever_it_was_evicted_for() -> None:
+    """Two pods of b reclaim one pod of a each; the victim of the second goes first and the
+    first pod, which fits then, takes its room. The second pod now fits once the first's
+    victim is gone too: it waits for that eviction, and nothing more is evicted."""
+    eng = engine(
+        cohort("top", min={GPU: 10}, max={GPU: 10}),
+        quota("a", "top", min={GPU: 4}, max={GPU: 6}),
+        quota("b", "top", min={GPU: 6}, max={GPU: 8}),
+        capacity={GPU: 32},
+        instant_evictions=False,
+        reclaim_delay=0.0,
+    )
+    for i in range(7):
+        eng.observe_pod(pod("a", f"a{i}", {GPU: 1}, created=i))
+    eng.decide(0.0)
+    for i in range(6):
+        eng.observe_pod(pod("b", f"b{i}", {GPU: 1}, created=10 + i))
+    out = eng.decide(1.0)
+    victims = {e.pod: e.reason.rsplit("for ", 1)[1].split()[0] for e in out.evictions}
+    assert len(victims) == 2  # one for b4, one for b5
+    second = next(v for v, unit in victims.items() if unit == "b/b5")
+    first = next(v for v in victims if v != second)
+    eng.forget_pod(second)  # b5's victim is gone first ...
+    out = eng.decide(2.0)
+    assert [key for key, _ in out.admitted] == ["b/b4"]  # ... and b4 takes its room
+    assert out.evictions == []  # b5 waits for b4's victim, whose room comes back too
+    assert eng.pods["b/b5"].reason.endswith("lent to ElasticQuota a, being evicted")
+    eng.forget_pod(first)
+    out = eng.decide(3.0)
+    assert [key for key, _ in out.admitted] == ["b/b5"]
+    assert out.evictions == []
