@@ -21,7 +21,7 @@ from typing import Literal
 from quotree.accounts import TreeNode
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction, over_runtime, preemption_victims, reclaim_reason
-from quotree.fit import Fit, Rule
+from quotree.fit import Fit, Rule, Seats
 from quotree.ledger import Ledger
 from quotree.pods import Claimant, PodRecord, PodState, QuotaPods
 from quotree.reclaim import Refusal, reclaim_choice, trial
@@ -69,6 +69,9 @@ class EvictionPlanner:
         self.waiting: dict[str, dict[str, Clock]] = {}
         #: unit key -> its quota, for the units whose victims are being evicted (or gone)
         self.claims: dict[str, str] = {}
+        #: The quotas with a unit that fits but waits behind the evictions under way for
+        #: another unit (`room_held`): looked at again, whatever their room, next round.
+        self.held: set[str] = set()
 
     # ------------------------------------------------------------ the reclaim clock
 
@@ -116,7 +119,11 @@ class EvictionPlanner:
         return max(0.0, now - min(c.since for c in clocks.values()) - self.reclaim_delay)
 
     def due(self, quota: str, now: float) -> bool:
-        """A unit of `quota` has waited past its delay and was not planned for since."""
+        """A unit of `quota` has waited past its delay and was not planned for since, or
+        waited behind evictions for another unit (`room_held`)."""
+        if quota in self.held:
+            self.held.discard(quota)
+            return True
         return any(
             not clock.tried and now - clock.since >= self.reclaim_delay
             for clock in self.waiting.get(quota, {}).values()
@@ -150,6 +157,40 @@ class EvictionPlanner:
             victims = [pods[v] for v in unit.victims if v in pods and pods[v].evicting]
             if victims:
                 yield unit, victims
+
+    def keeps_flavor(self, record: PodRecord) -> bool:
+        """Whether a pending pod already charged to a flavor stays there this time: while
+        evictions are under way, no pod's demand moves to another flavor (runtime follows
+        demand, and the plans under way counted on the runtimes as they were). Its quota is
+        looked at again next round (`held`)."""
+        if record.flavor is None or not self.claims or not any(self._under_way("")):
+            return False
+        assert record.quota is not None
+        self.held.add(record.quota)
+        return True
+
+    def room_held(self, record: Claimant, seats: Seats) -> str | None:
+        """Why a unit that fits now must still wait: admitting it would take room that the
+        evictions under way free for other units. Their victims gone, those units are
+        admitted first (the ones that then fit, in the order asked), and `record` must
+        still fit after them. None: it may be admitted."""
+        under_way = list(self._under_way(record.key)) if self.claims else []
+        if not under_way:
+            return None
+        with trial(self.forest) as taken:
+            for _, victims in under_way:
+                taken.take(victims)
+            for unit, _ in under_way:
+                assert unit.quota is not None
+                if seats.check(unit, unit.quota, seats.seat(unit.quota)).fits:
+                    taken.admit(unit, ())
+            assert record.quota is not None
+            fits = seats.check(record, record.quota, seats.seat(record.quota)).fits
+        if fits:
+            return None
+        self.held.add(record.quota)
+        names = ", ".join(sorted(unit.key for unit, _ in under_way))
+        return f"waiting: the room it fits in is being freed for {names} (victims being evicted)"
 
     # ------------------------------------------------------------ planning
 

@@ -8,16 +8,21 @@ round's evictions out itself, so it can look between the eviction and the next r
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 from unittest import mock
 
 from builders import engine, pod
-from hypothesis import assume, given
+from hypothesis import assume, event, given
 from hypothesis import strategies as st
+from test_flavor_properties import FLAVORS, GPU, MODELS, flavored_trees, gpu_pod, selectors
+from test_forest_properties import Forest, forest_engine, forests
 from test_properties import PROPERTY, RESOURCES, Scenario, overcommitted, scenarios
 
 from quotree import planner
 from quotree.accounts import TreeNode
 from quotree.engine import Engine
+from quotree.models import NodeConfig
+from quotree.options import EngineOptions
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.reclaim import Refusal, reclaim_choice
 from quotree.runtime import QuotaTree
@@ -200,3 +205,98 @@ def test_a_quota_asking_within_its_guarantee_is_admitted_after_the_delay(
         now += 31.0
     record = eng.pods[f"{target}/mine"]
     assert record.state is PodState.ADMITTED, record.reason
+
+
+@st.composite
+def flavored_stories(
+    draw: st.DrawFn,
+) -> tuple[list[NodeConfig], dict[str, int], list[tuple[int, int, Any, int]]]:
+    """Flavored trees (`test_flavor_properties.flavored_trees`), each flavor's nodes holding
+    just about the Cohort's min of it, and GPU pods (quota, GPUs, selector, priority)
+    arriving quota by quota, so the first quotas borrow what the later ones then want."""
+    configs = draw(flavored_trees())
+    capacity = {m: draw(st.integers(2, 8)) for m in MODELS}
+    stream = draw(
+        st.lists(
+            st.tuples(st.integers(0, 3), st.integers(1, 4), selectors, st.integers(0, 3)),
+            min_size=1,
+            max_size=25,
+        )
+    )
+    if draw(st.booleans()):
+        stream.sort(key=lambda p: p[0])
+    return configs, capacity, stream
+
+
+@PROPERTY
+@given(flavored_stories(), st.booleans())
+def test_every_eviction_is_followed_by_the_admission_of_the_unit_it_was_for_with_flavors(
+    story: tuple[list[NodeConfig], dict[str, int], list[tuple[int, int, Any, int]]],
+    holds: bool,
+) -> None:
+    """(a) with flavors: the unit the evictions were for is admitted once they are gone, on
+    the flavor they made room on (it is not placed elsewhere and planned for again)."""
+    configs, capacity, stream = story
+    eng = Engine(reclaim_delay=0.0, options=EngineOptions(holds=holds))
+    for flavor in FLAVORS.values():
+        eng.set_flavor(flavor)
+    for config in configs:
+        eng.set_config(config)
+    for m in MODELS:
+        eng.set_cluster_node(m, {GPU: capacity[m]}, {"model": m})
+    quotas = [c.name for c in configs if c.is_leaf]
+    for i, (q, gpus, selector, priority) in enumerate(stream):
+        facts = gpu_pod(quotas[q % len(quotas)], f"p{i}", gpus, selector, float(i))
+        facts.priority = priority
+        eng.observe_pod(facts)
+        now = float(i)
+        decisions = eng.decide(now)
+        while decisions.evictions:
+            event("evicted")
+            evicted = [e.pod for e in decisions.evictions]
+            claims = claims_of(eng, evicted)
+            assert claims, f"evictions {evicted} for no waiting unit"
+            assert set(evicted) <= set().union(*claims.values())
+            carry_out(eng, evicted)
+            decisions = eng.decide(now)
+            admitted = {key for key, _ in decisions.admitted}
+            assert set(claims) <= admitted, (claims, eng.pods[next(iter(claims))].reason)
+
+
+@st.composite
+def tight_forests(draw: st.DrawFn) -> Forest:
+    """Two trees over the same namespaces (`test_forest_properties.forests`), the cluster
+    holding just the default tree's top-level mins, the pods arriving quota by quota."""
+    forest = draw(forests())
+    if draw(st.booleans()):
+        top = [c for c in forest.org.configs if c.parent is None]
+        capacity = {r: max(1, sum(c.min.get(r, 0) for c in top)) for r in RESOURCES}
+        pods = sorted(forest.org.pods, key=lambda p: p[0])
+        forest = Forest(Scenario(forest.org.configs, capacity, pods), forest.projects)
+    return forest
+
+
+@PROPERTY
+@given(tight_forests())
+def test_every_eviction_is_followed_by_the_admission_of_the_unit_it_was_for_in_several_trees(
+    forest: Forest,
+) -> None:
+    """(a) with two trees: a unit short in both is let in once the victims are gone, in
+    every tree that charges it."""
+    eng = forest_engine(forest, Engine(reclaim_delay=0.0))
+    for i, (q, request, priority, preemptible) in enumerate(forest.org.pods):
+        eng.observe_pod(
+            pod(q, f"p{i}", request, priority=priority, created=i, preemptible=preemptible)
+        )
+        now = float(i)
+        decisions = eng.decide(now)
+        while decisions.evictions:
+            event("evicted")
+            evicted = [e.pod for e in decisions.evictions]
+            claims = claims_of(eng, evicted)
+            assert claims, f"evictions {evicted} for no waiting unit"
+            assert set(evicted) <= set().union(*claims.values())
+            carry_out(eng, evicted)
+            decisions = eng.decide(now)
+            admitted = {key for key, _ in decisions.admitted}
+            assert set(claims) <= admitted, (claims, eng.pods[next(iter(claims))].reason)
