@@ -84,7 +84,7 @@ class Decider:
         record.admitted_seq = seq or next(self.ledger.admissions)
         record.reason = message
         record.victims = NO_VICTIMS
-        self.planner.claims.pop(record.key, None)
+        self.planner.unclaim(record.key)
         self.ledger.quota_pods[record.quota].add_admitted(record)
         self.tree_of(record.quota).add_used(record.quota, record.request)
         if self.forest.several:

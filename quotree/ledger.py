@@ -35,6 +35,9 @@ class Ledger:
         self.grouped: dict[str, tuple[str, tuple[int, float, str]]] = {}
         self.arrivals = itertools.count()  # the order pods came in
         self.admissions = itertools.count(1)  # the order pods were admitted in
+        #: How many times a pod started or stopped being evicted: what the eviction
+        #: planner's list of evictions under way is kept against.
+        self.eviction_changes = 0
 
     def queue(self, quota: str) -> QuotaPods:
         """Quota `quota`'s pods (made empty when new)."""
@@ -46,6 +49,7 @@ class Ledger:
     def set_evicting(self, record: PodRecord, evicting: bool) -> None:
         """The pod is being evicted (its resources on their way back), or no longer."""
         assert record.quota is not None
+        self.eviction_changes += 1
         self.quota_pods[record.quota].set_evicting(record, evicting)
         for other in record.also:
             self.quota_pods[other].set_evicting(record, evicting)

@@ -14,16 +14,17 @@ request, quota, priority, preemptibility); a pod group plugs in with the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from quotree.accounts import TreeNode
+from quotree.claims import ClaimBook
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction, over_runtime, preemption_victims, reclaim_reason
-from quotree.fit import Fit, Rule, Seats
+from quotree.fit import Fit, Rule
 from quotree.ledger import Ledger
-from quotree.pods import Claimant, PodRecord, PodState, QuotaPods
+from quotree.pods import Claimant, PodRecord, QuotaPods
 from quotree.reclaim import Refusal, reclaim_choice, trial
 from quotree.trees import Forest
 
@@ -58,20 +59,20 @@ class Clock:
     tried: bool = False
 
 
-class EvictionPlanner:
+class EvictionPlanner(ClaimBook):
     """The evictions of one engine (see module docstring)."""
 
     def __init__(self, ledger: Ledger, forest: Forest, reclaim_delay: float) -> None:
-        self.ledger = ledger
-        self.forest = forest
+        super().__init__(ledger, forest)
         self.reclaim_delay = reclaim_delay
         #: quota -> unit key -> its reclaim clock, for the units waiting for lent quota
         self.waiting: dict[str, dict[str, Clock]] = {}
-        #: unit key -> its quota, for the units whose victims are being evicted (or gone)
-        self.claims: dict[str, str] = {}
-        #: The quotas with a unit that fits but waits behind the evictions under way for
-        #: another unit (`room_held`): looked at again, whatever their room, next round.
-        self.held: set[str] = set()
+        #: What planning came to for units alike (`plan`), while nothing is admitted or
+        #: evicted and the round goes on.
+        self._memo: dict[tuple[object, ...], Plan] = {}
+
+    def forget_plans(self) -> None:
+        self._memo.clear()
 
     # ------------------------------------------------------------ the reclaim clock
 
@@ -100,15 +101,6 @@ class EvictionPlanner:
         else:
             self.waiting.pop(quota, None)
 
-    def queue(self, quota: str, pending: Sequence[tuple[object, str]]) -> list[str]:
-        """The pending units of `quota` (its sorted queue) in the order they are looked at:
-        a unit that evictions were asked for first (the room its victims leave is its)."""
-        keys = [key for _, key in pending]
-        claimed = [key for key in keys if self.claims.get(key) == quota]
-        if not claimed:
-            return keys
-        return claimed + [key for key in keys if key not in claimed]
-
     def overdue(self, quota: str, now: float) -> float:
         """How long the longest-waiting unit of `quota` has waited for lent quota past its
         reclaim delay (0: none has): reclaim would not pay for it, or its evictions do
@@ -128,69 +120,6 @@ class EvictionPlanner:
             not clock.tried and now - clock.since >= self.reclaim_delay
             for clock in self.waiting.get(quota, {}).values()
         )
-
-    def claimants(self) -> set[str]:
-        """The quotas with a unit that evictions were asked for (it goes first, so that
-        nobody else takes the room its victims leave); forgets the units admitted or gone."""
-        quotas = set()
-        for key, quota in list(self.claims.items()):
-            record = self.ledger.pods.get(key)
-            if record is None or record.state is not PodState.PENDING:
-                del self.claims[key]
-            else:
-                quotas.add(quota)
-        return quotas
-
-    def in_flight(self, record: Claimant) -> bool:
-        """The unit's victims are still being evicted."""
-        pods = self.ledger.pods
-        return any(v in pods and pods[v].evicting for v in record.victims)
-
-    def _under_way(self, key: str) -> Iterator[tuple[PodRecord, list[PodRecord]]]:
-        """The other units whose victims are being evicted, with those victims: a plan counts
-        them as gone and the units as admitted (the room those victims leave is theirs)."""
-        pods = self.ledger.pods
-        for other in self.claims:
-            unit = pods.get(other)
-            if other == key or unit is None or unit.state is not PodState.PENDING:
-                continue
-            victims = [pods[v] for v in unit.victims if v in pods and pods[v].evicting]
-            if victims:
-                yield unit, victims
-
-    def keeps_flavor(self, record: PodRecord) -> bool:
-        """Whether a pending pod already charged to a flavor stays there this time: while
-        evictions are under way, no pod's demand moves to another flavor (runtime follows
-        demand, and the plans under way counted on the runtimes as they were). Its quota is
-        looked at again next round (`held`)."""
-        if record.flavor is None or not self.claims or not any(self._under_way("")):
-            return False
-        assert record.quota is not None
-        self.held.add(record.quota)
-        return True
-
-    def room_held(self, record: Claimant, seats: Seats) -> str | None:
-        """Why a unit that fits now must still wait: admitting it would take room that the
-        evictions under way free for other units. Their victims gone, those units are
-        admitted first (the ones that then fit, in the order asked), and `record` must
-        still fit after them. None: it may be admitted."""
-        under_way = list(self._under_way(record.key)) if self.claims else []
-        if not under_way:
-            return None
-        with trial(self.forest) as taken:
-            for _, victims in under_way:
-                taken.take(victims)
-            for unit, _ in under_way:
-                assert unit.quota is not None
-                if seats.check(unit, unit.quota, seats.seat(unit.quota)).fits:
-                    taken.admit(unit, ())
-            assert record.quota is not None
-            fits = seats.check(record, record.quota, seats.seat(record.quota)).fits
-        if fits:
-            return None
-        self.held.add(record.quota)
-        names = ", ".join(sorted(unit.key for unit, _ in under_way))
-        return f"waiting: the room it fits in is being freed for {names} (victims being evicted)"
 
     # ------------------------------------------------------------ planning
 
@@ -213,7 +142,34 @@ class EvictionPlanner:
         and its clock has passed the delay. `lenders(verdict)`: the quotas above their
         runtime below the member short. `lowest` keeps, per quota, the lowest priority of
         its possible victims for one scan; `clock()`: the unit's reclaim clock (started
-        when first asked for)."""
+        when first asked for). Units alike that came to no eviction are answered from
+        `_memo` until something is admitted or evicted, or the round ends."""
+        key: tuple[object, ...] | None = None
+        if not record.also:  # one tree: the verdict and the numbers below it say it all
+            due = verdict.broken is Rule.ANCESTOR and self._may_reclaim(record, clock, now)
+            key = (
+                record.quota, verdict.quota, verdict.broken, tuple(verdict.amounts.items()),
+                tuple(record.request.items()), record.facts.priority, record.preemptible, due,
+            )  # fmt: skip
+            known = self._memo.get(key)
+            if known is not None:
+                return known
+        plan = self._plan(record, verdict, check, lenders, clock, lowest, now, out)
+        if key is not None and not plan.evicted:
+            self._memo[key] = plan
+        return plan
+
+    def _plan(  # noqa: PLR0917 (plan's arguments, passed on)
+        self,
+        record: Claimant,
+        verdict: Fit,
+        check: Callable[[], list[Fit]],
+        lenders: Lenders,
+        clock: Callable[[], Clock],
+        lowest: dict[str, int],
+        now: float,
+        out: Decisions,
+    ) -> Plan:
         steps: list[tuple[Literal["Preempted", "Reclaimed"], str, list[PodRecord]]] = []
         refusal = None
         with trial(self.forest) as taken:
@@ -236,10 +192,13 @@ class EvictionPlanner:
                         f"within ElasticQuota {verdict.quota}"
                     )
                     kind: Literal["Preempted", "Reclaimed"] = "Preempted"
-                elif verdict.broken is Rule.ANCESTOR and self._may_reclaim(record, clock, now):
+                elif verdict.broken is Rule.ANCESTOR:
                     fresh = bool(taken.victims)  # the lenders as they are in the trial
                     found = lenders(verdict, fresh)
                     victims, refusal = self._reclaim(record, verdict, found, taken.keys)
+                    if not self._may_reclaim(record, clock, now):
+                        # Before the delay: only whether reclaim would pay (the reason says).
+                        return Plan(False, verdict, refusal)
                     reason = f"for {record.key} (ElasticQuota {verdict.quota})"
                     kind = "Reclaimed"
                 else:
@@ -261,6 +220,7 @@ class EvictionPlanner:
         record.victims = frozenset(v.key for _, _, victims in steps for v in victims)
         assert record.quota is not None
         self.claims[record.key] = record.quota
+        self._flight = None
         return Plan(True, verdict)
 
     def _may_reclaim(self, record: Claimant, clock: Callable[[], Clock], now: float) -> bool:
@@ -355,3 +315,4 @@ class EvictionPlanner:
         out.quotas.update(record.also)
         # Its resources count as on their way back until the pod is gone.
         self.ledger.set_evicting(record, True)
+        self.forget_plans()

@@ -146,3 +146,19 @@ def test_in_quota_preemption_evicts_nothing_when_an_ancestor_still_holds_the_pod
     eng.forget_pod("b/b2")
     eng.forget_pod("q/low")
     assert [key for key, _ in eng.decide(41.0).admitted] == ["q/high"]
+
+
+def test_before_the_delay_a_pod_says_reclaim_would_not_pay_rather_than_when() -> None:
+    # The planner's dry run answers before the delay passes: no "reclaimed in 30 s" for
+    # a reclaim that will not happen.
+    eng = two_borrowers(instant_evictions=False, reclaim_delay=30.0)
+    eng.observe_pod(pod("team-x", "small", {GPU: 1}))
+    decisions = eng.decide(1.0)
+    assert decisions.evictions == []
+    assert decisions.pending["team-x/small"] == (
+        "does not fit in Cohort org: nvidia.com/gpu: used 8 + request 1 > runtime 8; "
+        "waits: taking 8 nvidia.com/gpu from ElasticQuota batch would leave it borrowing "
+        "less than ElasticQuota team-x by weight (nvidia.com/gpu: batch would borrow 0 at "
+        "weight 8, team-x 1 at weight 8)"
+    )
+    assert eng.decide(40.0).evictions == []
