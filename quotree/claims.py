@@ -32,8 +32,7 @@ class ClaimBook:
         #: unit key -> its quota, for the units whose victims are being evicted (or gone)
         self.claims: dict[str, str] = {}
         #: The quotas with a unit that fits but waits behind the evictions under way for
-        #: another unit (`room_held`), or that kept its flavor (`keeps_flavor`): looked at
-        #: again, whatever their room, next round.
+        #: another unit (`room_held`): looked at again, whatever their room, next round.
         self.held: set[str] = set()
         #: The units whose victims are being evicted, with those victims (`_under_way`), as
         #: of `Ledger.eviction_changes` = `_flight_at`; None: to be listed again.
@@ -100,13 +99,13 @@ class ClaimBook:
     def keeps_flavor(self, record: PodRecord) -> bool:
         """Whether a pending pod already charged to a flavor stays there this time: while
         evictions are under way, no pod's demand moves to another flavor (runtime follows
-        demand, and the plans under way counted on the runtimes as they were). Its quota is
-        looked at again next round (`held`)."""
-        if record.flavor is None or not self.claims or next(self._under_way(""), None) is None:
-            return False
-        assert record.quota is not None
-        self.held.add(record.quota)
-        return True
+        demand, and the plans under way counted on the runtimes as they were). Once the
+        victims are gone, the room they leave at the root has the pod looked at again."""
+        return record.flavor is not None and self.under_way()
+
+    def under_way(self, key: str = "") -> bool:
+        """Evictions are under way for a unit (other than `key`)."""
+        return bool(self.claims) and next(self._under_way(key), None) is not None
 
     def room_held(self, record: Claimant, seats: Seats) -> str | None:
         """Why a unit that fits now must still wait: admitting it would take room that the

@@ -210,6 +210,8 @@ class EvictionPlanner(ClaimBook):
                 broken = check()
             if broken:
                 return Plan(False, broken[0])
+        if not steps:  # it fits once the evictions under way are done: nothing to ask
+            return Plan(False, verdict)
         events = [
             (victim, kind, self._event(kind, reason, victim))
             for kind, reason, victims in steps
@@ -238,9 +240,9 @@ class EvictionPlanner(ClaimBook):
             return True
         if verdict.broken is not Rule.QUOTA:
             return False
-        return bool(record.victims or record.also or self.claims) or self._may_preempt(
-            record, verdict, lowest
-        )
+        return bool(
+            record.victims or record.also or self.under_way(record.key)
+        ) or self._may_preempt(record, verdict, lowest)
 
     def _may_preempt(self, record: Claimant, verdict: Fit, lowest: dict[str, int]) -> bool:
         """The quota where the unit is short preempts, and holds lower-priority pods."""

@@ -53,8 +53,9 @@ class Refusal:
             f"waits: taking {format_quantity(self.taken, r)} {r} from ElasticQuota "
             f"{self.victim} would leave {who} borrowing less than {mine.config.describe()} "
             f"by weight ({r}: {theirs.name} would borrow "
-            f"{format_quantity(self.theirs_borrows, r)} at weight {theirs.weight[r]}, "
-            f"{mine.name} {format_quantity(self.mine_borrows, r)} at weight {mine.weight[r]})"
+            f"{format_quantity(self.theirs_borrows, r)} at weight {theirs.weight.get(r, 1)}, "
+            f"{mine.name} {format_quantity(self.mine_borrows, r)} at weight "
+            f"{mine.weight.get(r, 1)})"
         )
 
 
@@ -83,18 +84,21 @@ def borrowing_pays(
     the `freed` amounts (node name -> resource -> amount) on both, does `theirs` still borrow
     at least as much as `mine`, by weight? Also the two borrowed amounts afterwards.
     Compared cross-multiplied, in integers; a weight of 0 never borrows ahead of anyone."""
+    # A side that does not govern the resource (no account of it) borrows what it uses.
     mine_borrows = (
-        mine.used[resource]
+        mine.used.get(resource, 0)
         + admitted
         - freed.get(mine.name, {}).get(resource, 0)
         - mine.guarantee.get(resource, 0)
     )
     theirs_borrows = (
-        theirs.used[resource]
+        theirs.used.get(resource, 0)
         - freed.get(theirs.name, {}).get(resource, 0)
         - theirs.guarantee.get(resource, 0)
     )
-    pays = theirs_borrows * mine.weight[resource] >= mine_borrows * theirs.weight[resource]
+    pays = theirs_borrows * mine.weight.get(resource, 1) >= mine_borrows * theirs.weight.get(
+        resource, 1
+    )
     return pays, mine_borrows, theirs_borrows
 
 
