@@ -112,6 +112,7 @@ class Engine:
         #: whole by the decider's `gang_admission.GangAdmission`.
         self.group_ledger = GroupLedger(self.ledger, self.intake, self.coverage)
         self.decider.gangs.book = self.group_ledger
+        self.decider.planner.book = self.group_ledger  # victims chosen with groups whole
         self.decider.gangs.group_timeout = group_timeout
         self.decider.gangs.scheduling_timeout = scheduling_timeout
         #: The pod groups by "namespace/name", read-only (`group_ledger.GroupView`).

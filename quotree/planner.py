@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from quotree.accounts import TreeNode
 from quotree.claims import ClaimBook
@@ -27,6 +27,9 @@ from quotree.ledger import Ledger
 from quotree.pods import Claimant, PodRecord, QuotaPods
 from quotree.reclaim import Refusal, reclaim_choice, trial
 from quotree.trees import Forest
+
+if TYPE_CHECKING:
+    from quotree.group_ledger import GroupLedger
 
 __all__ = ["Clock", "EvictionPlanner", "Lenders", "Plan"]
 
@@ -65,6 +68,8 @@ class EvictionPlanner(ClaimBook):
     def __init__(self, ledger: Ledger, forest: Forest, reclaim_delay: float) -> None:
         super().__init__(ledger, forest)
         self.reclaim_delay = reclaim_delay
+        #: The pod groups (the engine sets it): victims are chosen with groups whole.
+        self.book: GroupLedger | None = None
         #: quota -> unit key -> its reclaim clock, for the units waiting for lent quota
         self.waiting: dict[str, dict[str, Clock]] = {}
         #: What planning came to for units alike (`plan`), while nothing is admitted or
@@ -272,7 +277,9 @@ class EvictionPlanner(ClaimBook):
         quota = verdict.quota
         pods = self.ledger.quota_pods[quota]
         # The pods being evicted are out of `used` already (the plan's `Trial`).
-        victims = preemption_victims(pods, record, verdict.amounts, taken=taken, freed={})
+        victims = preemption_victims(
+            pods, record, verdict.amounts, taken=taken, freed={}, book=self.book
+        )
         if victims:
             del lowest[quota]  # victims are gone: look again for the next unit
         return victims
@@ -287,7 +294,9 @@ class EvictionPlanner(ClaimBook):
         tree = self.forest.tree_of(verdict.quota)
         quota = tree.node(verdict.quota)
         assert quota is not None
-        return reclaim_choice(tree, record, quota, verdict.amounts, lenders, taken=taken)
+        return reclaim_choice(
+            tree, record, quota, verdict.amounts, lenders, taken=taken, book=self.book
+        )
 
     def _event(self, kind: str, reason: str, victim: PodRecord) -> str:
         if kind == "Preempted":

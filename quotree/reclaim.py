@@ -17,14 +17,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from quotree.accounts import TreeNode
 from quotree.admission import IN_QUOTA, OVER_QUOTA, in_quota_order, standings
-from quotree.eviction import reclaim_order
 from quotree.pods import Claimant, PodRecord, QuotaPods
 from quotree.quantity import format_quantity
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest
+from quotree.victims import Candidates
+
+if TYPE_CHECKING:
+    from quotree.group_ledger import GroupLedger
 
 __all__ = ["Refusal", "Trial", "borrowing_pays", "meet", "reclaim_choice"]
 
@@ -125,10 +129,12 @@ def reclaim_choice(
     lenders: Iterable[tuple[TreeNode, QuotaPods]],
     *,
     taken: set[str],
+    book: GroupLedger | None = None,
 ) -> tuple[list[PodRecord], Refusal | None]:
     """The victims among the admitted preemptible pods of `lenders` (quotas above their
     runtime below the member where `unit`, of quota `quota` in `tree`, is short by `short`)
-    whose eviction frees `short` and pays; ([], why) when no set does. `taken`: pods
+    whose eviction frees `short` and pays; ([], why) when no set does. A pod group's core
+    pods go all or none, judged together (`book`: the groups, `victims.Candidates`). `taken`: pods
     already chosen for this unit, never chosen again. The trees' `used` is read as the
     planner's `Trial` left it (the pods being evicted already out)."""
     request = unit.request_in(quota.name)
@@ -136,22 +142,32 @@ def reclaim_choice(
     labels: dict[str, str] = {}
     where: dict[str, TreeNode] = {}
     candidates: list[PodRecord] = []
+    whole = Candidates(book)  # pod groups whole, their joined pods first
     for node, pods in lenders:
         if node is quota or not any(
             node.used[r] > node.runtime[r] for r in short if r in node.resources
         ):
             continue
-        for record, label in standings(node, pods):
-            if (
-                record.preemptible
-                and not record.evicting
-                and record.key not in taken
-                and any(record.request_in(node.name).get(r, 0) > 0 for r in short)
-            ):
-                labels[record.key] = label
+        ranked = standings(node, pods)
+        label_of = {record.key: label for record, label in ranked}
+        may_go = {
+            record.key
+            for record, _ in ranked
+            if record.preemptible and not record.evicting and record.key not in taken
+        }
+        for record in whole.whole((record for record, _ in ranked), may_go):
+            if any(record.request_in(node.name).get(r, 0) > 0 for r in short):
+                members = whole.members.get(record.key, (record,))
+                over = any(label_of[m.key] == OVER_QUOTA for m in members)
+                labels[record.key] = OVER_QUOTA if over else IN_QUOTA
                 where[record.key] = node
                 candidates.append(record)
-    candidates.sort(key=lambda r: (labels[r.key] != OVER_QUOTA, *reclaim_order(r)))
+    candidates.sort(
+        key=lambda r: (
+            labels[r.key] != OVER_QUOTA, r.facts.priority, r.key not in whole.joined,
+            -r.admitted_seq,
+        )
+    )  # fmt: skip
 
     def refusal(chosen: list[PodRecord]) -> Refusal | None:
         if within:
@@ -206,7 +222,7 @@ def reclaim_choice(
         rest = [v for v in chosen if v is not record]
         if not missing(rest) and refusal(rest) is None:
             chosen = rest
-    return chosen, None
+    return whole.expand(chosen), None
 
 
 def _still(
