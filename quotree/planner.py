@@ -25,7 +25,7 @@ from quotree.eviction import Eviction, over_runtime, preemption_victims, reclaim
 from quotree.fit import Fit, Rule
 from quotree.ledger import Ledger
 from quotree.pods import Claimant, PodRecord, QuotaPods
-from quotree.reclaim import Refusal, reclaim_choice, trial
+from quotree.reclaim import Refusal, reclaim_choice, trial, within_guarantee
 from quotree.trees import Forest
 
 if TYPE_CHECKING:
@@ -60,6 +60,9 @@ class Clock:
 
     since: float
     tried: bool = False
+    #: Before the delay, what the last dry run found (`EvictionPlanner._dry_run`): the
+    #: numbers it was made on, and the refusal (None: reclaim would pay).
+    dry: tuple[object, Refusal | None] | None = None
 
 
 class EvictionPlanner(ClaimBook):
@@ -198,12 +201,13 @@ class EvictionPlanner(ClaimBook):
                     )
                     kind: Literal["Preempted", "Reclaimed"] = "Preempted"
                 elif verdict.broken is Rule.ANCESTOR:
+                    due = self._may_reclaim(record, clock, now)
+                    if not due:
+                        # Before the delay: only whether reclaim would pay (the reason says).
+                        return self._dry_run(record, verdict, clock(), lenders, taken.keys)
                     fresh = bool(taken.victims)  # the lenders as they are in the trial
                     found = lenders(verdict, fresh)
                     victims, refusal = self._reclaim(record, verdict, found, taken.keys)
-                    if not self._may_reclaim(record, clock, now):
-                        # Before the delay: only whether reclaim would pay (the reason says).
-                        return Plan(False, verdict, refusal)
                     reason = f"for {record.key} (ElasticQuota {verdict.quota})"
                     kind = "Reclaimed"
                 else:
@@ -297,6 +301,25 @@ class EvictionPlanner(ClaimBook):
         return reclaim_choice(
             tree, record, quota, verdict.amounts, lenders, taken=taken, book=self.book
         )
+
+    def _dry_run(
+        self, record: Claimant, verdict: Fit, clock: Clock, lenders: Lenders, taken: set[str]
+    ) -> Plan:
+        """Before its delay: whether reclaim would pay for the unit (the refusal, if not).
+        Always when its quota stays within its guarantee; else the victims are chosen
+        without evicting, once for each shortfall and use of the member short (`Clock.dry`)."""
+        quota = self.forest.tree_of(verdict.quota).node(verdict.quota)
+        if quota is None or within_guarantee(record, quota, verdict.amounts):
+            return Plan(False, verdict)
+        member = verdict.node
+        key = (
+            verdict.quota, tuple(verdict.amounts.items()),
+            tuple(member.used.get(r, 0) for r in verdict.amounts) if member else (),
+        )  # fmt: skip
+        if clock.dry is None or clock.dry[0] != key:
+            _, refusal = self._reclaim(record, verdict, lenders(verdict, False), taken)
+            clock.dry = (key, refusal)
+        return Plan(False, verdict, clock.dry[1])
 
     def _event(self, kind: str, reason: str, victim: PodRecord) -> str:
         if kind == "Preempted":

@@ -30,7 +30,7 @@ from quotree.victims import Candidates
 if TYPE_CHECKING:
     from quotree.group_ledger import GroupLedger
 
-__all__ = ["Refusal", "Trial", "borrowing_pays", "meet", "reclaim_choice"]
+__all__ = ["Refusal", "Trial", "borrowing_pays", "meet", "reclaim_choice", "within_guarantee"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +121,13 @@ def _freed(
     return freed
 
 
+def within_guarantee(unit: Claimant, quota: TreeNode, short: Mapping[str, int]) -> bool:
+    """The unit's quota stays within its guarantee after admitting it, in every resource
+    the unit is short of: reclaim for it always pays."""
+    request = unit.request_in(quota.name)
+    return all(quota.used[r] + request.get(r, 0) <= quota.guarantee.get(r, 0) for r in short)
+
+
 def reclaim_choice(
     tree: QuotaTree,
     unit: Claimant,
@@ -138,7 +145,7 @@ def reclaim_choice(
     already chosen for this unit, never chosen again. The trees' `used` is read as the
     planner's `Trial` left it (the pods being evicted already out)."""
     request = unit.request_in(quota.name)
-    within = all(quota.used[r] + request.get(r, 0) <= quota.guarantee.get(r, 0) for r in short)
+    within = within_guarantee(unit, quota, short)
     labels: dict[str, str] = {}
     where: dict[str, TreeNode] = {}
     candidates: list[PodRecord] = []
