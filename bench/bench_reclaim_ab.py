@@ -177,8 +177,8 @@ def main() -> None:
             print(
                 f"| {flavors} | {name} | {med('admitted'):.0f} | {med('evicted'):.0f} | "
                 f"{med('evictions_per_admitted'):.3f} | "
-                f"{100 * med('idle_gpu_just_after_evictions'):.2f}% | "
-                f"{100 * med('idle_gpu_after_evictions'):.2f}% | "
+                f"{100 * med('idle_gpu_just_after_evictions'):.3f}% | "
+                f"{100 * med('idle_gpu_after_evictions'):.3f}% | "
                 f"{med('cpu_per_arrival_ms'):.2f} / {med('cpu_per_arrival_p50_ms'):.2f} |"
             )
 
