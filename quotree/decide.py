@@ -84,7 +84,7 @@ class Decider:
         record.admitted_seq = seq or next(self.ledger.admissions)
         record.reason = message
         record.victims = NO_VICTIMS
-        self.planner.claims.pop(record.key, None)
+        self.planner.unclaim(record.key)
         self.ledger.quota_pods[record.quota].add_admitted(record)
         self.tree_of(record.quota).add_used(record.quota, record.request)
         if self.forest.several:
@@ -107,7 +107,13 @@ class Decider:
     def _admit_fit(
         self, name: str, node: TreeNode, record: PodRecord, out: Decisions, how: str = ""
     ) -> None:
-        """Admit a pending pod found to fit its quota `name` (and everything else)."""
+        """Admit a pending pod found to fit its quota `name` (and everything else), unless
+        the room it fits in is being freed for another unit (`planner.room_held`)."""
+        held = self.planner.room_held(record, self.seats)
+        if held is not None:
+            self.reasons.set(record, held, out)
+            self.reasons.waiting_on_ancestor.add(name)  # looked at again next round
+            return
         self.admit(record, f"fits in ElasticQuota {name}{how}")
         self._admitted(out, record, admission.fit_message(name, node, record))
 
@@ -308,7 +314,7 @@ class Decider:
                     evicted |= handled
                     placed.clear()
                     continue
-            if record.flavor_needed:
+            if record.flavor_needed and not self.planner.keeps_flavor(record):
                 placement = self.placement.place(
                     name, node, path, record, self.seats.check, placed=placed
                 )

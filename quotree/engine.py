@@ -118,6 +118,7 @@ class Engine:
             Reservations(self.ledger, self.forest, self.holds),
         )
         self.decider.gangs.book = self.group_ledger
+        self.decider.planner.book = self.group_ledger  # victims chosen with groups whole
         self.decider.gangs.group_timeout = group_timeout
         self.decider.gangs.scheduling_timeout = scheduling_timeout
         #: The pod groups by "namespace/name", read-only (`group_ledger.GroupView`).

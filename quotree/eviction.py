@@ -13,11 +13,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from quotree.accounts import TreeNode
 from quotree.pods import Claimant, PodRecord, QuotaPods, least_important_first
 from quotree.quantity import format_quantity
+from quotree.victims import Candidates
+
+if TYPE_CHECKING:
+    from quotree.group_ledger import GroupLedger
 
 __all__ = [
     "EXACT_SEARCH_LIMIT",
@@ -132,10 +136,15 @@ def _frees(victims: tuple[PodRecord, ...], need: Mapping[str, int], quota: str) 
 
 
 def fewest_victims(
-    need: Mapping[str, int], candidates: list[PodRecord], quota: str
+    need: Mapping[str, int],
+    candidates: list[PodRecord],
+    quota: str,
+    *,
+    joined: Container[str] = (),
 ) -> list[PodRecord]:
     """The fewest candidates that free `need`, then the least important (lowest
-    priorities, then newest); [] when even all of them do not.
+    priorities, then pods that joined a group above its min, then newest); [] when even
+    all of them do not.
 
     Exact (every set, smallest first) up to EXACT_SEARCH_LIMIT candidates that help;
     above it, greedy least important first, then every victim not needed is given back.
@@ -145,19 +154,24 @@ def fewest_victims(
         for c in candidates
         if any(c.request_in(quota).get(r, 0) > 0 for r, a in need.items() if a > 0)
     ]
-    helpful.sort(key=least_important_first)
+
+    def least_important(record: PodRecord) -> tuple[int, bool, float, str]:
+        priority, newest, name = least_important_first(record)
+        return (priority, record.key not in joined, newest, name)
+
+    helpful.sort(key=least_important)
     if not _frees(tuple(helpful), need, quota):
         return []
     if len(helpful) > EXACT_SEARCH_LIMIT:
         return cover(need, helpful, quota)
     for size in range(1, len(helpful) + 1):
         best: tuple[PodRecord, ...] | None = None
-        best_key: tuple[tuple[int, float, str], ...] = ()
+        best_key: tuple[tuple[int, bool, float, str], ...] = ()
         for victims in itertools.combinations(helpful, size):
             if not _frees(victims, need, quota):
                 continue
             # Compare the most important victim first: the set whose is less important wins.
-            key = tuple(sorted(map(least_important_first, victims), reverse=True))
+            key = tuple(sorted(map(least_important, victims), reverse=True))
             if best is None or key < best_key:
                 best, best_key = victims, key
         if best is not None:
@@ -172,8 +186,10 @@ def preemption_victims(
     *,
     taken: Container[str] = (),
     freed: Mapping[str, int] | None = None,
+    book: GroupLedger | None = None,
 ) -> list[PodRecord]:
-    """Lower-priority preemptible pods of the quota whose eviction makes `record` fit.
+    """Lower-priority preemptible pods of the quota whose eviction makes `record` fit (a
+    pod group's core pods all or none, `book`: the groups, `victims.Candidates`).
 
     Pods already being evicted count as freed (`freed`: what they free, when not
     `pods.evicting`); `taken`: pods already chosen (by key), never chosen again; [] when
@@ -184,9 +200,12 @@ def preemption_victims(
     need = {r: short[r] - gone.get(r, 0) for r in short}
     if all(amount <= 0 for amount in need.values()):
         return []
-    candidates = [
-        r
+    may_go = {
+        r.key
         for r in pods.admitted.values()
         if r.preemptible and not r.evicting and r.facts.priority < priority and r.key not in taken
-    ]
-    return fewest_victims(need, candidates, pods.name)
+    }
+    # Pod groups whole (their core pods as one candidate); their joined pods first.
+    whole = Candidates(book)
+    candidates = whole.whole(pods.admitted.values(), may_go)
+    return whole.expand(fewest_victims(need, candidates, pods.name, joined=whole.joined))

@@ -37,6 +37,9 @@ class Ledger:
         self.evicting: set[str] = set()
         self.arrivals = itertools.count()  # the order pods came in
         self.admissions = itertools.count(1)  # the order pods were admitted in
+        #: How many times a pod started or stopped being evicted: what the eviction
+        #: planner's list of evictions under way is kept against.
+        self.eviction_changes = 0
 
     def queue(self, quota: str) -> QuotaPods:
         """Quota `quota`'s pods (made empty when new)."""
@@ -52,6 +55,7 @@ class Ledger:
             self.evicting.add(record.key)
         else:
             self.evicting.discard(record.key)
+        self.eviction_changes += 1
         self.quota_pods[record.quota].set_evicting(record, evicting)
         for other in record.also:
             self.quota_pods[other].set_evicting(record, evicting)

@@ -14,18 +14,22 @@ request, quota, priority, preemptibility); a pod group plugs in with the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from quotree.accounts import TreeNode
+from quotree.claims import ClaimBook
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction, over_runtime, preemption_victims, reclaim_reason
 from quotree.fit import Fit, Rule
 from quotree.ledger import Ledger
-from quotree.pods import Claimant, PodRecord, PodState, QuotaPods
-from quotree.reclaim import Refusal, reclaim_choice, trial
+from quotree.pods import Claimant, PodRecord, QuotaPods
+from quotree.reclaim import Refusal, reclaim_choice, trial, within_guarantee
 from quotree.trees import Forest
+
+if TYPE_CHECKING:
+    from quotree.group_ledger import GroupLedger
 
 __all__ = ["Clock", "EvictionPlanner", "Lenders", "Plan"]
 
@@ -58,19 +62,27 @@ class Clock:
 
     since: float
     tried: bool = False
+    #: Before the delay, what the last dry run found (`EvictionPlanner._dry_run`): the
+    #: numbers it was made on, and the refusal (None: reclaim would pay).
+    dry: tuple[object, Refusal | None] | None = None
 
 
-class EvictionPlanner:
+class EvictionPlanner(ClaimBook):
     """The evictions of one engine (see module docstring)."""
 
     def __init__(self, ledger: Ledger, forest: Forest, reclaim_delay: float) -> None:
-        self.ledger = ledger
-        self.forest = forest
+        super().__init__(ledger, forest)
         self.reclaim_delay = reclaim_delay
+        #: The pod groups (the engine sets it): victims are chosen with groups whole.
+        self.book: GroupLedger | None = None
         #: quota -> unit key -> its reclaim clock, for the units waiting for lent quota
         self.waiting: dict[str, dict[str, Clock]] = {}
-        #: unit key -> its quota, for the units whose victims are being evicted (or gone)
-        self.claims: dict[str, str] = {}
+        #: What planning came to for units alike (`plan`), while nothing is admitted or
+        #: evicted and the round goes on.
+        self._memo: dict[tuple[object, ...], Plan] = {}
+
+    def forget_plans(self) -> None:
+        self._memo.clear()
 
     # ------------------------------------------------------------ the reclaim clock
 
@@ -99,15 +111,6 @@ class EvictionPlanner:
         else:
             self.waiting.pop(quota, None)
 
-    def queue(self, quota: str, pending: Sequence[tuple[object, str]]) -> list[str]:
-        """The pending units of `quota` (its sorted queue) in the order they are looked at:
-        a unit that evictions were asked for first (the room its victims leave is its)."""
-        keys = [key for _, key in pending]
-        claimed = [key for key in keys if self.claims.get(key) == quota]
-        if not claimed:
-            return keys
-        return claimed + [key for key in keys if key not in claimed]
-
     def overdue(self, quota: str, now: float) -> float:
         """How long the longest-waiting unit of `quota` has waited for lent quota past its
         reclaim delay (0: none has): reclaim would not pay for it, or its evictions do
@@ -118,49 +121,15 @@ class EvictionPlanner:
         return max(0.0, now - min(c.since for c in clocks.values()) - self.reclaim_delay)
 
     def due(self, quota: str, now: float) -> bool:
-        """A unit of `quota` has waited past its delay and was not planned for since."""
+        """A unit of `quota` has waited past its delay and was not planned for since, or
+        waited behind evictions for another unit (`room_held`)."""
+        if quota in self.held:
+            self.held.discard(quota)
+            return True
         return any(
             not clock.tried and now - clock.since >= self.reclaim_delay
             for clock in self.waiting.get(quota, {}).values()
         )
-
-    def claimants(self) -> set[str]:
-        """The quotas with a unit that evictions were asked for (it goes first, so that
-        nobody else takes the room its victims leave); forgets the units admitted or gone."""
-        quotas = set()
-        for key, quota in list(self.claims.items()):
-            record = self.ledger.pods.get(key)
-            if record is None or record.state is not PodState.PENDING:
-                del self.claims[key]
-            else:
-                quotas.add(quota)
-        return quotas
-
-    def in_flight(self, record: Claimant) -> bool:
-        """The unit's victims are still being evicted."""
-        pods = self.ledger.pods
-        return any(v in pods and pods[v].evicting for v in record.victims)
-
-    def _orphans(self, claimed: set[str]) -> list[PodRecord]:
-        """The pods being evicted that no waiting unit's plan counts on (`claimed`)."""
-        pods = self.ledger.pods
-        return [
-            pods[key]
-            for key in sorted(self.ledger.evicting - claimed)
-            if key in pods and pods[key].state is PodState.ADMITTED
-        ]
-
-    def _under_way(self, key: str) -> Iterator[tuple[PodRecord, list[PodRecord]]]:
-        """The other units whose victims are being evicted, with those victims: a plan counts
-        them as gone and the units as admitted (the room those victims leave is theirs)."""
-        pods = self.ledger.pods
-        for other in self.claims:
-            unit = pods.get(other)
-            if other == key or unit is None or unit.state is not PodState.PENDING:
-                continue
-            victims = [pods[v] for v in unit.victims if v in pods and pods[v].evicting]
-            if victims:
-                yield unit, victims
 
     # ------------------------------------------------------------ planning
 
@@ -183,7 +152,34 @@ class EvictionPlanner:
         and its clock has passed the delay. `lenders(verdict)`: the quotas above their
         runtime below the member short. `lowest` keeps, per quota, the lowest priority of
         its possible victims for one scan; `clock()`: the unit's reclaim clock (started
-        when first asked for)."""
+        when first asked for). Units alike that came to no eviction are answered from
+        `_memo` until something is admitted or evicted, or the round ends."""
+        key: tuple[object, ...] | None = None
+        if not record.also:  # one tree: the verdict and the numbers below it say it all
+            due = verdict.broken is Rule.ANCESTOR and self._may_reclaim(record, clock, now)
+            key = (
+                record.quota, verdict.quota, verdict.broken, tuple(verdict.amounts.items()),
+                tuple(record.request.items()), record.facts.priority, record.preemptible, due,
+            )  # fmt: skip
+            known = self._memo.get(key)
+            if known is not None:
+                return known
+        plan = self._plan(record, verdict, check, lenders, clock, lowest, now, out)
+        if key is not None and not plan.evicted:
+            self._memo[key] = plan
+        return plan
+
+    def _plan(  # noqa: PLR0917 (plan's arguments, passed on)
+        self,
+        record: Claimant,
+        verdict: Fit,
+        check: Callable[[], list[Fit]],
+        lenders: Lenders,
+        clock: Callable[[], Clock],
+        lowest: dict[str, int],
+        now: float,
+        out: Decisions,
+    ) -> Plan:
         steps: list[tuple[Literal["Preempted", "Reclaimed"], str, list[PodRecord]]] = []
         refusal = None
         with trial(self.forest) as taken:
@@ -212,7 +208,11 @@ class EvictionPlanner:
                         f"within ElasticQuota {verdict.quota}"
                     )
                     kind: Literal["Preempted", "Reclaimed"] = "Preempted"
-                elif verdict.broken is Rule.ANCESTOR and self._may_reclaim(record, clock, now):
+                elif verdict.broken is Rule.ANCESTOR:
+                    due = self._may_reclaim(record, clock, now)
+                    if not due:
+                        # Before the delay: only whether reclaim would pay (the reason says).
+                        return self._dry_run(record, verdict, clock(), lenders, taken.keys)
                     fresh = bool(taken.victims)  # the lenders as they are in the trial
                     found = lenders(verdict, fresh)
                     victims, refusal = self._reclaim(record, verdict, found, taken.keys)
@@ -227,13 +227,10 @@ class EvictionPlanner:
                 broken = check()
             if broken:
                 return Plan(False, broken[0])
-        if not steps and orphans:
-            # It fits once the evictions under way are done: it waits for them, and counts
-            # on their room (no other unit does: `_under_way`).
-            record.victims = frozenset(v.key for v in orphans)
-            assert record.quota is not None
-            self.claims[record.key] = record.quota
-            return Plan(False, verdict, waits_for_evictions=True)
+        if not steps:
+            # It fits once the evictions under way are done (those for other units, and
+            # any whose unit was admitted meanwhile): nothing to ask, it waits for them.
+            return Plan(False, verdict, waits_for_evictions=bool(orphans))
         events = [
             (victim, kind, self._event(kind, reason, victim))
             for kind, reason, victims in steps
@@ -244,6 +241,7 @@ class EvictionPlanner:
         record.victims = frozenset(v.key for _, _, victims in steps for v in victims)
         assert record.quota is not None
         self.claims[record.key] = record.quota
+        self._flight = None
         return Plan(True, verdict)
 
     def _may_reclaim(self, record: Claimant, clock: Callable[[], Clock], now: float) -> bool:
@@ -261,9 +259,9 @@ class EvictionPlanner:
             return True
         if verdict.broken is not Rule.QUOTA:
             return False
-        return bool(record.victims or record.also or self.claims) or self._may_preempt(
-            record, verdict, lowest
-        )
+        return bool(
+            record.victims or record.also or self.under_way(record.key)
+        ) or self._may_preempt(record, verdict, lowest)
 
     def _may_preempt(self, record: Claimant, verdict: Fit, lowest: dict[str, int]) -> bool:
         """The quota where the unit is short preempts, and holds lower-priority pods."""
@@ -293,7 +291,9 @@ class EvictionPlanner:
         quota = verdict.quota
         pods = self.ledger.quota_pods[quota]
         # The pods being evicted are out of `used` already (the plan's `Trial`).
-        victims = preemption_victims(pods, record, verdict.amounts, taken=taken, freed={})
+        victims = preemption_victims(
+            pods, record, verdict.amounts, taken=taken, freed={}, book=self.book
+        )
         if victims:
             del lowest[quota]  # victims are gone: look again for the next unit
         return victims
@@ -308,7 +308,28 @@ class EvictionPlanner:
         tree = self.forest.tree_of(verdict.quota)
         quota = tree.node(verdict.quota)
         assert quota is not None
-        return reclaim_choice(tree, record, quota, verdict.amounts, lenders, taken=taken)
+        return reclaim_choice(
+            tree, record, quota, verdict.amounts, lenders, taken=taken, book=self.book
+        )
+
+    def _dry_run(
+        self, record: Claimant, verdict: Fit, clock: Clock, lenders: Lenders, taken: set[str]
+    ) -> Plan:
+        """Before its delay: whether reclaim would pay for the unit (the refusal, if not).
+        Always when its quota stays within its guarantee; else the victims are chosen
+        without evicting, once for each shortfall and use of the member short (`Clock.dry`)."""
+        quota = self.forest.tree_of(verdict.quota).node(verdict.quota)
+        if quota is None or within_guarantee(record, quota, verdict.amounts):
+            return Plan(False, verdict)
+        member = verdict.node
+        key = (
+            verdict.quota, tuple(verdict.amounts.items()),
+            tuple(member.used.get(r, 0) for r in verdict.amounts) if member else (),
+        )  # fmt: skip
+        if clock.dry is None or clock.dry[0] != key:
+            _, refusal = self._reclaim(record, verdict, lenders(verdict, False), taken)
+            clock.dry = (key, refusal)
+        return Plan(False, verdict, clock.dry[1])
 
     def _event(self, kind: str, reason: str, victim: PodRecord) -> str:
         if kind == "Preempted":
@@ -338,3 +359,4 @@ class EvictionPlanner:
         out.quotas.update(record.also)
         # Its resources count as on their way back until the pod is gone.
         self.ledger.set_evicting(record, True)
+        self.forget_plans()

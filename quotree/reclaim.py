@@ -17,16 +17,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from quotree.accounts import TreeNode
 from quotree.admission import IN_QUOTA, OVER_QUOTA, in_quota_order, standings
-from quotree.eviction import reclaim_order
 from quotree.pods import Claimant, PodRecord, QuotaPods
 from quotree.quantity import format_quantity
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest
+from quotree.victims import Candidates
 
-__all__ = ["Refusal", "Trial", "borrowing_pays", "meet", "reclaim_choice"]
+if TYPE_CHECKING:
+    from quotree.group_ledger import GroupLedger
+
+__all__ = ["Refusal", "Trial", "borrowing_pays", "meet", "reclaim_choice", "within_guarantee"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +57,9 @@ class Refusal:
             f"waits: taking {format_quantity(self.taken, r)} {r} from ElasticQuota "
             f"{self.victim} would leave {who} borrowing less than {mine.config.describe()} "
             f"by weight ({r}: {theirs.name} would borrow "
-            f"{format_quantity(self.theirs_borrows, r)} at weight {theirs.weight[r]}, "
-            f"{mine.name} {format_quantity(self.mine_borrows, r)} at weight {mine.weight[r]})"
+            f"{format_quantity(self.theirs_borrows, r)} at weight {theirs.weight.get(r, 1)}, "
+            f"{mine.name} {format_quantity(self.mine_borrows, r)} at weight "
+            f"{mine.weight.get(r, 1)})"
         )
 
 
@@ -83,18 +88,21 @@ def borrowing_pays(
     the `freed` amounts (node name -> resource -> amount) on both, does `theirs` still borrow
     at least as much as `mine`, by weight? Also the two borrowed amounts afterwards.
     Compared cross-multiplied, in integers; a weight of 0 never borrows ahead of anyone."""
+    # A side that does not govern the resource (no account of it) borrows what it uses.
     mine_borrows = (
-        mine.used[resource]
+        mine.used.get(resource, 0)
         + admitted
         - freed.get(mine.name, {}).get(resource, 0)
         - mine.guarantee.get(resource, 0)
     )
     theirs_borrows = (
-        theirs.used[resource]
+        theirs.used.get(resource, 0)
         - freed.get(theirs.name, {}).get(resource, 0)
         - theirs.guarantee.get(resource, 0)
     )
-    pays = theirs_borrows * mine.weight[resource] >= mine_borrows * theirs.weight[resource]
+    pays = theirs_borrows * mine.weight.get(resource, 1) >= mine_borrows * theirs.weight.get(
+        resource, 1
+    )
     return pays, mine_borrows, theirs_borrows
 
 
@@ -113,6 +121,13 @@ def _freed(
     return freed
 
 
+def within_guarantee(unit: Claimant, quota: TreeNode, short: Mapping[str, int]) -> bool:
+    """The unit's quota stays within its guarantee after admitting it, in every resource
+    the unit is short of: reclaim for it always pays."""
+    request = unit.request_in(quota.name)
+    return all(quota.used[r] + request.get(r, 0) <= quota.guarantee.get(r, 0) for r in short)
+
+
 def reclaim_choice(
     tree: QuotaTree,
     unit: Claimant,
@@ -121,33 +136,45 @@ def reclaim_choice(
     lenders: Iterable[tuple[TreeNode, QuotaPods]],
     *,
     taken: set[str],
+    book: GroupLedger | None = None,
 ) -> tuple[list[PodRecord], Refusal | None]:
     """The victims among the admitted preemptible pods of `lenders` (quotas above their
     runtime below the member where `unit`, of quota `quota` in `tree`, is short by `short`)
-    whose eviction frees `short` and pays; ([], why) when no set does. `taken`: pods
+    whose eviction frees `short` and pays; ([], why) when no set does. A pod group's core
+    pods go all or none, judged together (`book`: the groups, `victims.Candidates`). `taken`: pods
     already chosen for this unit, never chosen again. The trees' `used` is read as the
     planner's `Trial` left it (the pods being evicted already out)."""
     request = unit.request_in(quota.name)
-    within = all(quota.used[r] + request.get(r, 0) <= quota.guarantee.get(r, 0) for r in short)
+    within = within_guarantee(unit, quota, short)
     labels: dict[str, str] = {}
     where: dict[str, TreeNode] = {}
     candidates: list[PodRecord] = []
+    whole = Candidates(book)  # pod groups whole, their joined pods first
     for node, pods in lenders:
         if node is quota or not any(
             node.used[r] > node.runtime[r] for r in short if r in node.resources
         ):
             continue
-        for record, label in standings(node, pods):
-            if (
-                record.preemptible
-                and not record.evicting
-                and record.key not in taken
-                and any(record.request_in(node.name).get(r, 0) > 0 for r in short)
-            ):
-                labels[record.key] = label
+        ranked = standings(node, pods)
+        label_of = {record.key: label for record, label in ranked}
+        may_go = {
+            record.key
+            for record, _ in ranked
+            if record.preemptible and not record.evicting and record.key not in taken
+        }
+        for record in whole.whole((record for record, _ in ranked), may_go):
+            if any(record.request_in(node.name).get(r, 0) > 0 for r in short):
+                members = whole.members.get(record.key, (record,))
+                over = any(label_of[m.key] == OVER_QUOTA for m in members)
+                labels[record.key] = OVER_QUOTA if over else IN_QUOTA
                 where[record.key] = node
                 candidates.append(record)
-    candidates.sort(key=lambda r: (labels[r.key] != OVER_QUOTA, *reclaim_order(r)))
+    candidates.sort(
+        key=lambda r: (
+            labels[r.key] != OVER_QUOTA, r.facts.priority, r.key not in whole.joined,
+            -r.admitted_seq,
+        )
+    )  # fmt: skip
 
     def refusal(chosen: list[PodRecord]) -> Refusal | None:
         if within:
@@ -202,7 +229,7 @@ def reclaim_choice(
         rest = [v for v in chosen if v is not record]
         if not missing(rest) and refusal(rest) is None:
             chosen = rest
-    return chosen, None
+    return whole.expand(chosen), None
 
 
 def _still(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from builders import arrive, cohort, engine, pod, quota, states
 
+from quotree.accounts import TreeNode
 from quotree.engine import Engine
 from quotree.pods import PodState
+from quotree.reclaim import borrowing_pays
 
 GPU = "nvidia.com/gpu"
 
@@ -179,3 +181,30 @@ def test_room_on_its_way_back_is_counted_whoever_it_was_evicted_for() -> None:
     out = eng.decide(3.0)
     assert [key for key, _ in out.admitted] == ["b/b5"]
     assert out.evictions == []
+
+
+def test_before_the_delay_a_pod_says_reclaim_would_not_pay_rather_than_when() -> None:
+    # The planner's dry run answers before the delay passes: no "reclaimed in 30 s" for
+    # a reclaim that will not happen.
+    eng = two_borrowers(instant_evictions=False, reclaim_delay=30.0)
+    eng.observe_pod(pod("team-x", "small", {GPU: 1}))
+    decisions = eng.decide(1.0)
+    assert decisions.evictions == []
+    assert decisions.pending["team-x/small"] == (
+        "does not fit in Cohort org: nvidia.com/gpu: used 8 + request 1 > runtime 8; "
+        "waits: taking 8 nvidia.com/gpu from ElasticQuota batch would leave it borrowing "
+        "less than ElasticQuota team-x by weight (nvidia.com/gpu: batch would borrow 0 at "
+        "weight 8, team-x 1 at weight 8)"
+    )
+    assert eng.decide(40.0).evictions == []
+
+
+def test_the_weighted_rule_reads_a_side_without_the_resource_as_borrowing_what_it_uses() -> None:
+    # Where the two sides meet, one of them may take no part in the resource the unit is
+    # short of (no min, max or use of it): it has no account of it, and borrows nothing.
+    mine, theirs = TreeNode("mine", None, 1), TreeNode("theirs", None, 1)
+    mine.used, mine.guarantee, mine.weight = {"x": 2}, {"x": 1}, {"x": 1}
+    pays, mine_borrows, theirs_borrows = borrowing_pays(mine, theirs, "x", admitted=1, freed={})
+    assert (pays, mine_borrows, theirs_borrows) == (False, 2, 0)
+    pays, _, _ = borrowing_pays(theirs, mine, "x", admitted=0, freed={})
+    assert pays
