@@ -12,7 +12,23 @@ from __future__ import annotations
 from quotree.models import NodeConfig
 from quotree.quantity import UNLIMITED
 
-__all__ = ["TreeNode"]
+__all__ = ["ChildLists", "TreeNode"]
+
+
+class ChildLists:
+    """A parent's children in one resource as a saturated distribution reads them: names,
+    mins and weights in `children_in`'s order (fixed until the next rebuild, which makes
+    new nodes), and the guarantees last scaled from the mins with the total they were
+    scaled to (they depend on nothing else)."""
+
+    __slots__ = ("guarantees", "mins", "names", "scale_total", "weights")
+
+    def __init__(self, children: list[TreeNode], resource: str) -> None:
+        self.names = [child.name for child in children]
+        self.mins = [child.min[resource] for child in children]
+        self.weights = [child.weight[resource] for child in children]
+        self.scale_total = -1  # no guarantees scaled yet
+        self.guarantees: list[int] = []
 
 
 class TreeNode:
@@ -34,6 +50,7 @@ class TreeNode:
         "resources",
         "roomy",
         "runtime",
+        "scaled",
         "sum_base",
         "sum_min",
         "sum_target",
@@ -75,6 +92,9 @@ class TreeNode:
         self.roomy: dict[str, bool] = {}  # at the last distribution every target fitted
         self.last_total: dict[str, int] = {}  # the total the last distribution shared
         self.last_scale_total: dict[str, int] = {}  # ... and what the mins were scaled against
+        #: Per resource, the children's fixed numbers and last scaled guarantees
+        #: (`ChildLists`), made at the first full distribution.
+        self.scaled: dict[str, ChildLists] = {}
 
     @property
     def is_quota(self) -> bool:

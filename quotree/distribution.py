@@ -10,7 +10,7 @@ demand, nothing moves.
 
 from __future__ import annotations
 
-from quotree.accounts import TreeNode
+from quotree.accounts import ChildLists, TreeNode
 from quotree.sharing import proportional, water_fill
 
 __all__ = ["distribute"]
@@ -95,18 +95,24 @@ def distribute(
                 changed.append(child)
         parent.sum_base[resource] = sum_base
         return changed
-    names = [child.name for child in children]
-    mins = [child.min[resource] for child in children]
+    lists = parent.scaled.get(resource)
+    if lists is None:
+        lists = parent.scaled[resource] = ChildLists(children, resource)
     # Scale guarantees only when the mins exceed what the parent is
     # guaranteed or holds (the cluster shrank), not when it is merely idle.
-    guarantees = proportional(scale_total, mins, names) if sum_min > scale_total else mins
+    if sum_min > scale_total:
+        if lists.scale_total != scale_total:
+            lists.guarantees = proportional(scale_total, lists.mins, lists.names)
+            lists.scale_total = scale_total
+        guarantees = lists.guarantees
+    else:
+        guarantees = lists.mins
     bases = [min(c.demand[resource], g) for c, g in zip(children, guarantees, strict=True)]
     parent.sum_base[resource] = sum(bases)
     leftover = total - parent.sum_base[resource]
     if leftover > 0:
         needs = [c.demand[resource] - b for c, b in zip(children, bases, strict=True)]
-        weights = [child.weight[resource] for child in children]
-        extra = water_fill(leftover, needs, weights, names)
+        extra = water_fill(leftover, needs, lists.weights, lists.names)
     else:
         extra = [0] * len(children)
     for child, g, b, e in zip(children, guarantees, bases, extra, strict=True):

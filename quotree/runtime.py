@@ -50,6 +50,7 @@ class QuotaTree:
         self._path_up: dict[str, list[TreeNode]] = {}
         self.root = TreeNode(ROOT, None, 0)
         self._order: list[TreeNode] = []  # live nodes, parents before children
+        self._below: dict[str, list[TreeNode]] = {}  # `quotas_below`'s, until a rebuild
         self._problems: dict[str, Problem] = {}
         self._stale = True
         self._capacity: dict[str, int] = {}
@@ -188,12 +189,17 @@ class QuotaTree:
         """The live ElasticQuotas in `node`'s subtree (every one, for the root), by name."""
         if self._deferred_at:
             self._subtrees.materialize_below(node)
-        if node is self.root:
-            return sorted((n for n in self._order if n.is_quota), key=lambda n: n.name)
-        below = nx.descendants(self.structure.graph, node.name)
-        return [
-            self._nodes[n] for n in sorted(below) if n in self._nodes and self._nodes[n].is_quota
-        ]
+        found = self._below.get(node.name)
+        if found is None:
+            # Kept until the next rebuild (the live nodes change only there).
+            if node is self.root:
+                found = sorted((n for n in self._order if n.is_quota), key=lambda n: n.name)
+            else:
+                below = nx.descendants(self.structure.graph, node.name)
+                nodes = self._nodes
+                found = [nodes[n] for n in sorted(below) if n in nodes and nodes[n].is_quota]
+            self._below[node.name] = found
+        return found
 
     @property
     def problems(self) -> Mapping[str, Problem]:
@@ -221,6 +227,7 @@ class QuotaTree:
         live = live_tree.build(self.structure)
         self.root, self._nodes, self._order = live.root, live.nodes, live.order
         self._path_up, self._problems = live.path_up, live.problems
+        self._below = {}
         self._stale = False
         self.recompute()
 
