@@ -48,7 +48,7 @@ def distribute(
     # Same total, saturated before and after, and every changed child is back at the
     # demand it had when it was first marked (a pod left and its hold took its place, or
     # the other way round): the children are as at the last distribution but for changes
-    # a saturated parent's shares do not see (`QuotaTree._climb` leaves those unmarked).
+    # a saturated parent's shares do not see (`climb.climb` leaves those unmarked).
     # Below a roomy parent the hinted children alone are redone anyway.
     if (
         hints

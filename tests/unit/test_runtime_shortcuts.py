@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_properties import PROPERTY, RESOURCES, Scenario, scenarios
 
+from quotree.accounts import TreeNode
 from quotree.engine import Engine
 
 
@@ -54,3 +55,43 @@ def test_kept_guarantees_and_runtimes_equal_a_fresh_tree(
         q, request, priority = live[key]
         fresh.observe_pod(pod(q, key.split("/")[1], request, priority=priority))
     assert numbers(eng) == numbers(fresh)
+
+
+def over_by_walking(eng: Engine, node: TreeNode) -> list[str]:
+    """The quotas below `node` over their runtime somewhere, found by walking its subtree
+    (every deferred runtime brought up to date first)."""
+    return [
+        q.name
+        for q in eng.tree.quotas_below(node)
+        if any(q.used[r] > q.runtime[r] for r in q.resources)
+    ]
+
+
+@PROPERTY
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_the_kept_quotas_over_their_runtime_are_those_a_walk_finds(
+    scenario: Scenario, rnd: random.Random
+) -> None:
+    """`QuotaTree.over_below`, read before anything deferred is brought up to date (the
+    decider's lazy runtimes), names the quotas that a walk of the subtree finds over
+    their runtime once every runtime is current. In operator mode (evictions wait for the
+    cluster, reclaim after a delay), so that quotas stay over their runtime a while."""
+    eng = engine(
+        *scenario.configs,
+        capacity=scenario.capacity,
+        instant_evictions=False,
+        reclaim_delay=rnd.choice([0.0, 30.0]),
+    )
+    for i, (q, request, priority, preemptible) in enumerate(scenario.pods):
+        eng.observe_pod(pod(q, f"p{i}", request, priority=priority, preemptible=preemptible))
+        if rnd.random() < 0.3 and eng.pods:
+            eng.forget_pod(rnd.choice(sorted(eng.pods)))
+        if rnd.random() < 0.3:
+            eng.set_cluster_node("node-1", {r: rnd.randrange(0, 150) for r in RESOURCES})
+        eng.decide(float(i))
+        tree = eng.tree
+        kept = [q.name for q in tree.over_below(tree.root)]
+        assert kept == over_by_walking(eng, tree.root)
+        for node in tree.live_nodes():
+            if not node.is_quota:
+                assert [q.name for q in tree.over_below(node)] == over_by_walking(eng, node)
