@@ -107,16 +107,17 @@ def distribute(
         guarantees = lists.guarantees
     else:
         guarantees = lists.mins
-    bases = [min(c.demand[resource], g) for c, g in zip(children, guarantees, strict=True)]
-    parent.sum_base[resource] = sum(bases)
-    leftover = total - parent.sum_base[resource]
+    demands = [child.demand[resource] for child in children]
+    bases = [d if d < g else g for d, g in zip(demands, guarantees, strict=True)]
+    sum_base = parent.sum_base[resource] = sum(bases)
+    leftover = total - sum_base
     if leftover > 0:
-        needs = [c.demand[resource] - b for c, b in zip(children, bases, strict=True)]
+        needs = [d - b for d, b in zip(demands, bases, strict=True)]
         extra = water_fill(leftover, needs, lists.weights, lists.names)
+        runtimes = [b + e for b, e in zip(bases, extra, strict=True)]
     else:
-        extra = [0] * len(children)
-    for child, g, b, e in zip(children, guarantees, bases, extra, strict=True):
-        runtime = b + e
+        runtimes = bases
+    for child, g, runtime in zip(children, guarantees, runtimes, strict=True):
         if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != g:
             if grown is not None and _grows(child, resource, runtime, g):
                 grown.add(child.name)
