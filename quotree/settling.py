@@ -63,8 +63,8 @@ def settle_resource(
                 if entry is not None:
                     if subtrees.still_deferred(child, resource, entry):
                         continue
-                    subtrees.materialize(child, resource)
-                    dirty[child] = None
+                    subtrees.materialize(child, resource, to_last=False)
+                    dirty[child] = None  # redistributed from its runtime now, reported
                 else:
                     if lazy and child.runtime[resource] < child.last_total.get(resource, -1):
                         if busy is None:
