@@ -117,12 +117,20 @@ def distribute(
         runtimes = [b + e for b, e in zip(bases, extra, strict=True)]
     else:
         runtimes = bases
+    # `_grows`, inlined: this runs for every child of every saturated distribution.
     for child, g, runtime in zip(children, guarantees, runtimes, strict=True):
-        if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != g:
-            if grown is not None and _grows(child, resource, runtime, g):
+        had, held = child.runtime, child.guarantee
+        old_runtime, old_guarantee = had.get(resource), held.get(resource)
+        if old_runtime != runtime or old_guarantee != g:
+            if grown is not None and (
+                old_runtime is None
+                or old_guarantee is None
+                or runtime > old_runtime
+                or g > old_guarantee
+            ):
                 grown.add(child.name)
-            child.runtime[resource] = runtime
-            child.guarantee[resource] = g
+            had[resource] = runtime
+            held[resource] = g
             changed.append(child)
     return changed
 
