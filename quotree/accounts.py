@@ -12,7 +12,23 @@ from __future__ import annotations
 from quotree.models import NodeConfig
 from quotree.quantity import UNLIMITED
 
-__all__ = ["TreeNode"]
+__all__ = ["ChildLists", "TreeNode"]
+
+
+class ChildLists:
+    """A parent's children in one resource as a saturated distribution reads them: names,
+    mins and weights in `children_in`'s order (fixed until the next rebuild, which makes
+    new nodes), and the guarantees last scaled from the mins with the total they were
+    scaled to (they depend on nothing else)."""
+
+    __slots__ = ("guarantees", "mins", "names", "scale_total", "weights")
+
+    def __init__(self, children: list[TreeNode], resource: str) -> None:
+        self.names = [child.name for child in children]
+        self.mins = [child.min[resource] for child in children]
+        self.weights = [child.weight[resource] for child in children]
+        self.scale_total = -1  # no guarantees scaled yet
+        self.guarantees: list[int] = []
 
 
 class TreeNode:
@@ -26,6 +42,7 @@ class TreeNode:
         "depth",
         "floor",
         "guarantee",
+        "is_quota",
         "last_scale_total",
         "last_total",
         "min",
@@ -34,6 +51,7 @@ class TreeNode:
         "resources",
         "roomy",
         "runtime",
+        "scaled",
         "sum_base",
         "sum_min",
         "sum_target",
@@ -45,6 +63,8 @@ class TreeNode:
         self.name = name
         self.config = config  # None for the cluster root
         self.depth = depth  # 0 for the root; orders the top-down runtime pass
+        #: An ElasticQuota (pods are charged only to these); read at every step of a pass.
+        self.is_quota = config is not None and config.is_leaf
         #: The resources the node takes part in (the semantics, "The tree").
         self.resources: frozenset[str] = frozenset()
         # From the configuration (the semantics, "Per node"):
@@ -59,7 +79,7 @@ class TreeNode:
         # From the parent's distribution:
         self.runtime: dict[str, int] = {}
         self.guarantee: dict[str, int] = {}  # min, or the scaled min when the cluster shrank
-        if config is not None and config.is_leaf:
+        if self.is_quota:
             # An ElasticQuota has no children: the parents' slots below stay unset (reading
             # one is a bug, and fails loudly). 6 dicts less per quota: about 1 KiB each of
             # 10,000 quotas (issue 12's memory target).
@@ -70,16 +90,14 @@ class TreeNode:
         self.sum_min: dict[str, int] = {}  # children's mins
         self.sum_target: dict[str, int] = {}  # children's targets
         #: children's min(demand, guarantee) (`flavor_fit` reads it): set by each full
-        #: distribution, kept by `QuotaTree._climb` as demand moves in between
+        #: distribution, kept by `climb.climb` as demand moves in between
         self.sum_base: dict[str, int] = {}
         self.roomy: dict[str, bool] = {}  # at the last distribution every target fitted
         self.last_total: dict[str, int] = {}  # the total the last distribution shared
         self.last_scale_total: dict[str, int] = {}  # ... and what the mins were scaled against
-
-    @property
-    def is_quota(self) -> bool:
-        """An ElasticQuota (pods are charged only to these)."""
-        return self.config is not None and self.config.is_leaf
+        #: Per resource, the children's fixed numbers and last scaled guarantees
+        #: (`ChildLists`), made at the first full distribution.
+        self.scaled: dict[str, ChildLists] = {}
 
     def set_limits(self) -> None:
         """min, cap, floor and sharedWeight for every resource the node takes part in."""

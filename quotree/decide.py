@@ -26,7 +26,7 @@ from quotree.placement import Placed, Placement
 from quotree.planner import Clock, EvictionPlanner
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.reasons import Reasons
-from quotree.round_scope import only_shrank, waiting_behind
+from quotree.round_scope import waiting_behind, worth_a_look
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest, maintenance_reason
 
@@ -158,16 +158,10 @@ class Decider:
         evicted = False
         if self.options.skip_shrunk_quotas and not self.forest.several:
             # A quota that only lost room can neither admit nor need reclaim unless it is
-            # now over its runtime: skip it without building its room (`_only_shrank`).
+            # now over its runtime: skip it without building its room (`round_scope.worth_a_look`).
             # One tree only: with several, another tree's room may hold its pods back.
-            grown = self.tree.grown_quotas
-            changed = {
-                name
-                for name in changed
-                if name in grown
-                or name in touched
-                or not only_shrank(self.tree, self.ledger, self.reasons, name)
-            }
+            tree, ledger, reasons = self.tree, self.ledger, self.reasons
+            changed = {n for n in changed if worth_a_look(tree, ledger, reasons, n, touched)}
         names = changed | touched | self.reasons.waiting_on_ancestor
         if self.forest.several:
             for tree in self.forest:

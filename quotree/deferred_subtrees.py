@@ -138,11 +138,14 @@ class DeferredSubtrees:
             return True
         return False
 
-    def materialize(self, cohort: TreeNode, resource: str) -> None:
+    def materialize(self, cohort: TreeNode, resource: str, *, to_last: bool = True) -> None:
         """Bring the deferred subtree up to date: first, without reporting, to the runtimes
         of the last settle() (reported, and skipped by the decider, back then), then, with
         the changes reported, to the runtime the Cohort had last; its runtime is left as
-        it is now (the caller redistributes when it moved since)."""
+        it is now (the caller redistributes when it moved since). Without `to_last` the
+        second step is left to the caller, which redistributes the subtree from the
+        Cohort's runtime now at once (reporting the changes from the last settle's runtimes,
+        all the decider needs)."""
         entry = self.by_resource[resource].pop(cohort)
         resources = self.at[cohort]
         resources.discard(resource)
@@ -153,8 +156,9 @@ class DeferredSubtrees:
         if entry.boundary is not None:
             cohort.runtime[resource] = entry.boundary
             self._cascade(cohort, resource, report=False)
-        cohort.runtime[resource] = entry.last
-        self._cascade(cohort, resource, report=True)
+        if to_last:
+            cohort.runtime[resource] = entry.last
+            self._cascade(cohort, resource, report=True)
         cohort.runtime[resource] = now
 
     def materialize_path(self, node: TreeNode, resource: str | None = None) -> None:

@@ -10,7 +10,7 @@ demand, nothing moves.
 
 from __future__ import annotations
 
-from quotree.accounts import TreeNode
+from quotree.accounts import ChildLists, TreeNode
 from quotree.sharing import proportional, water_fill
 
 __all__ = ["distribute"]
@@ -48,7 +48,7 @@ def distribute(
     # Same total, saturated before and after, and every changed child is back at the
     # demand it had when it was first marked (a pod left and its hold took its place, or
     # the other way round): the children are as at the last distribution but for changes
-    # a saturated parent's shares do not see (`QuotaTree._climb` leaves those unmarked).
+    # a saturated parent's shares do not see (`climb.climb` leaves those unmarked).
     # Below a roomy parent the hinted children alone are redone anyway.
     if (
         hints
@@ -95,27 +95,42 @@ def distribute(
                 changed.append(child)
         parent.sum_base[resource] = sum_base
         return changed
-    names = [child.name for child in children]
-    mins = [child.min[resource] for child in children]
+    lists = parent.scaled.get(resource)
+    if lists is None:
+        lists = parent.scaled[resource] = ChildLists(children, resource)
     # Scale guarantees only when the mins exceed what the parent is
     # guaranteed or holds (the cluster shrank), not when it is merely idle.
-    guarantees = proportional(scale_total, mins, names) if sum_min > scale_total else mins
-    bases = [min(c.demand[resource], g) for c, g in zip(children, guarantees, strict=True)]
-    parent.sum_base[resource] = sum(bases)
-    leftover = total - parent.sum_base[resource]
-    if leftover > 0:
-        needs = [c.demand[resource] - b for c, b in zip(children, bases, strict=True)]
-        weights = [child.weight[resource] for child in children]
-        extra = water_fill(leftover, needs, weights, names)
+    if sum_min > scale_total:
+        if lists.scale_total != scale_total:
+            lists.guarantees = proportional(scale_total, lists.mins, lists.names)
+            lists.scale_total = scale_total
+        guarantees = lists.guarantees
     else:
-        extra = [0] * len(children)
-    for child, g, b, e in zip(children, guarantees, bases, extra, strict=True):
-        runtime = b + e
-        if child.runtime.get(resource) != runtime or child.guarantee.get(resource) != g:
-            if grown is not None and _grows(child, resource, runtime, g):
+        guarantees = lists.mins
+    demands = [child.demand[resource] for child in children]
+    bases = [d if d < g else g for d, g in zip(demands, guarantees, strict=True)]
+    sum_base = parent.sum_base[resource] = sum(bases)
+    leftover = total - sum_base
+    if leftover > 0:
+        needs = [d - b for d, b in zip(demands, bases, strict=True)]
+        extra = water_fill(leftover, needs, lists.weights, lists.names)
+        runtimes = [b + e for b, e in zip(bases, extra, strict=True)]
+    else:
+        runtimes = bases
+    # `_grows`, inlined: this runs for every child of every saturated distribution.
+    for child, g, runtime in zip(children, guarantees, runtimes, strict=True):
+        had, held = child.runtime, child.guarantee
+        old_runtime, old_guarantee = had.get(resource), held.get(resource)
+        if old_runtime != runtime or old_guarantee != g:
+            if grown is not None and (
+                old_runtime is None
+                or old_guarantee is None
+                or runtime > old_runtime
+                or g > old_guarantee
+            ):
                 grown.add(child.name)
-            child.runtime[resource] = runtime
-            child.guarantee[resource] = g
+            had[resource] = runtime
+            held[resource] = g
             changed.append(child)
     return changed
 

@@ -202,7 +202,7 @@ class Reasons:
         lenders = None if fresh else self._lenders.get(ancestor)
         if lenders is None:
             lenders = []
-            for quota in tree.quotas_below(ancestor):
+            for quota in tree.over_below(ancestor):
                 pods = self._quota_pods.get(quota.name)
                 evicting = pods.evicting if pods else {}
                 for resource in quota.resources:

@@ -4,7 +4,8 @@ Why a module of its own: `decide.Decider.decide_round` looks at the quotas whose
 runtimes changed; two rules widen or narrow that set, and both are read-only questions
 about the ledger and the tree: with several trees, the queues waiting behind a quota of
 another tree (`waiting_behind`); with one tree, a quota that only lost room needs no look
-(`only_shrank`, the `EngineOptions.skip_shrunk_quotas` shortcut).
+(`only_shrank`, the `EngineOptions.skip_shrunk_quotas` shortcut), and neither does a quota
+with no pending pod (`worth_a_look`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from quotree.ledger import Ledger
 from quotree.reasons import Reasons
 from quotree.runtime import QuotaTree
 
-__all__ = ["only_shrank", "waiting_behind"]
+__all__ = ["only_shrank", "waiting_behind", "worth_a_look"]
 
 
 def waiting_behind(ledger: Ledger, names: set[str]) -> set[str]:
@@ -48,3 +49,19 @@ def only_shrank(tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str) ->
         return False  # an ancestor's room may have grown: a waiting pod may fit now
     used, runtime = node.used, node.runtime
     return all(used[r] <= runtime[r] for r in node.resources)
+
+
+def worth_a_look(
+    tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str, touched: set[str]
+) -> bool:
+    """Whether a round with one tree must look at quota `name`, whose runtime or guarantee
+    changed. Not when it has no pending pod and none of its pods changed (`touched`):
+    there is nothing to admit, and reclaim is driven by a waiting pod, in the quota that
+    waits; nor when it only lost room (`only_shrank`). O(1) for a quota without pending
+    pods, however many quotas a Cohort's new total moved."""
+    if name in touched:
+        return True
+    pods = ledger.quota_pods.get(name)
+    if pods is not None and not pods.pending and name not in reasons.waiting_on_ancestor:
+        return False
+    return name in tree.grown_quotas or not only_shrank(tree, ledger, reasons, name)

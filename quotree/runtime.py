@@ -24,6 +24,7 @@ import networkx as nx
 
 from quotree import live_tree
 from quotree.accounts import TreeNode
+from quotree.climb import climb, mark
 from quotree.deferred_subtrees import DeferredSubtrees
 from quotree.models import NodeConfig
 from quotree.quantity import add_amounts
@@ -50,6 +51,7 @@ class QuotaTree:
         self._path_up: dict[str, list[TreeNode]] = {}
         self.root = TreeNode(ROOT, None, 0)
         self._order: list[TreeNode] = []  # live nodes, parents before children
+        self._below: dict[str, list[TreeNode]] = {}  # `quotas_below`'s, until a rebuild
         self._problems: dict[str, Problem] = {}
         self._stale = True
         self._capacity: dict[str, int] = {}
@@ -80,6 +82,10 @@ class QuotaTree:
         # Every node (Cohort or ElasticQuota) whose runtime changed since `take_moved()`;
         # None: every node may have (a rebuild). The operator writes only their statuses.
         self._moved: set[str] | None = None
+        # The quotas whose used is above their runtime in some resource (`over_below`), and
+        # those whose used or runtime moved since it was last brought up to date.
+        self._over: set[TreeNode] = set()
+        self._recheck: set[TreeNode] = set()
 
     # ------------------------------------------------------------ configuration
 
@@ -130,7 +136,14 @@ class QuotaTree:
             amount = request.get(resource, 0)
             if amount:
                 node.raw_request[resource] += sign * amount
-                self._climb(node, resource)
+                climb(
+                    node,
+                    resource,
+                    dirty=self._dirty,
+                    root=self.root,
+                    path_up=self._path_up,
+                    materialize_path=self._materialize_path if self._deferred_at else None,
+                )
 
     def add_used(self, quota: str, request: Mapping[str, int], sign: int = 1) -> None:
         """A pod of `quota` was admitted (sign 1) or released (sign -1)."""
@@ -144,6 +157,7 @@ class QuotaTree:
             self._root_total_changed(request)
             return
         path = self._path_up[node.name]
+        self._recheck.add(node)
         for resource in node.resources:
             amount = request.get(resource, 0)
             if amount:
@@ -188,12 +202,40 @@ class QuotaTree:
         """The live ElasticQuotas in `node`'s subtree (every one, for the root), by name."""
         if self._deferred_at:
             self._subtrees.materialize_below(node)
+        found = self._below.get(node.name)
+        if found is None:
+            # Kept until the next rebuild (the live nodes change only there).
+            if node is self.root:
+                found = sorted((n for n in self._order if n.is_quota), key=lambda n: n.name)
+            else:
+                below = nx.descendants(self.structure.graph, node.name)
+                nodes = self._nodes
+                found = [nodes[n] for n in sorted(below) if n in nodes and nodes[n].is_quota]
+            self._below[node.name] = found
+        return found
+
+    def over_below(self, node: TreeNode) -> list[TreeNode]:
+        """The live ElasticQuotas in `node`'s subtree (every one, for the root) whose used is
+        above their runtime in some resource, by name. Kept as used and runtimes move: O(the
+        quotas over their runtime), not O(the subtree). Nothing deferred is brought up to
+        date: a deferred subtree holds no quota over its runtime (its slack ends before
+        one would be, `deferral.quota_margin`)."""
+        self._update()
+        if self._recheck:
+            over = self._over
+            for quota in self._recheck:
+                used, runtime = quota.used, quota.runtime
+                if any(used[r] > runtime[r] for r in quota.resources):
+                    over.add(quota)
+                else:
+                    over.discard(quota)
+            self._recheck = set()
         if node is self.root:
-            return sorted((n for n in self._order if n.is_quota), key=lambda n: n.name)
-        below = nx.descendants(self.structure.graph, node.name)
-        return [
-            self._nodes[n] for n in sorted(below) if n in self._nodes and self._nodes[n].is_quota
-        ]
+            found = list(self._over)
+        else:
+            path_up = self._path_up
+            found = [quota for quota in self._over if node in path_up[quota.name]]
+        return sorted(found, key=lambda quota: quota.name)
 
     @property
     def problems(self) -> Mapping[str, Problem]:
@@ -221,6 +263,7 @@ class QuotaTree:
         live = live_tree.build(self.structure)
         self.root, self._nodes, self._order = live.root, live.nodes, live.order
         self._path_up, self._problems = live.path_up, live.problems
+        self._below = {}
         self._stale = False
         self.recompute()
 
@@ -244,6 +287,8 @@ class QuotaTree:
         self.changed_quotas = {name for name, cfg in self.structure.items() if cfg.is_leaf}
         self._grown = set(self.changed_quotas)
         self._moved = None
+        self._over = set()
+        self._recheck = {node for node in self._order if node.is_quota}
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
@@ -299,23 +344,11 @@ class QuotaTree:
                         changed=self.changed_quotas,
                         grown=self._grown,
                         moved=self._moved,
+                        recheck=self._recheck,
                     )
             self._dirty = {}
 
-    # ------------------------------------------------------------ the climb
-
-    def _mark(
-        self, parent: TreeNode, resource: str, child: TreeNode | None, old_demand: int = 0
-    ) -> None:
-        """Note that `parent` must redo its children's runtimes (child None: T changed only)."""
-        dirty = self._dirty.setdefault(resource, {})
-        hints = dirty.get(parent)
-        if hints is None:
-            if parent in dirty:
-                return  # already redoing all
-            hints = dirty[parent] = {}
-        if child is not None:
-            hints.setdefault(child, old_demand)
+    # ------------------------------------------------------------ the root and deferred steps
 
     def _root_total_changed(self, resources: Iterable[str]) -> None:
         if self._stale:
@@ -325,57 +358,7 @@ class QuotaTree:
         for resource in resources:
             if resource in root.resources:
                 root.runtime[resource] = root.guarantee[resource] = self.root_total(resource)
-                self._mark(root, resource, None)
-
-    def _climb(self, node: TreeNode, resource: str) -> None:
-        """Carry a quota's raw-request change up the path as far as demand changes."""
-        path_up, root = self._path_up, self.root
-        while True:
-            old = node.demand[resource]
-            # node.clamp and node.target, inlined: this runs per resource and level for
-            # every pod that comes or goes.
-            raw, floor, cap = node.raw_request[resource], node.floor[resource], node.cap[resource]
-            new = min(cap, raw if raw > floor else floor)
-            if new == old:
-                return
-            if self._deferred_at and node.is_quota:
-                self._materialize_path(node, resource)
-            node.demand[resource] = new
-            parent = path_up[node.name][0]
-            guarantee = node.guarantee.get(resource)
-            if guarantee is not None and resource in parent.sum_base:
-                parent.sum_base[resource] += min(new, guarantee) - min(old, guarantee)
-            if node.weight[resource] > 0:
-                parent.sum_target[resource] += new - old
-            else:
-                low = node.min[resource]
-                parent.sum_target[resource] += min(new, low) - min(old, low)
-            # When the node wants more than it gets, before and after, below a parent that
-            # was saturated at its last distribution and still is with the same total,
-            # redistributing would move nobody's share (`distribute`'s first shortcut): the
-            # parent is not marked. Should its total move in this settle, it is redone in
-            # full anyway. (Inlined: this runs per resource and level of every pod event.)
-            runtime = node.runtime.get(resource)
-            if runtime is None or old <= runtime or new <= runtime:
-                self._mark(parent, resource, node, old)
-            elif parent.roomy.get(resource) is not False:
-                self._mark(parent, resource, node, old)  # roomy then, or never distributed
-            else:
-                total = parent.runtime[resource]
-                scale_total = total if parent is root else max(total, parent.guarantee[resource])
-                if (
-                    parent.last_total.get(resource) != total
-                    or parent.last_scale_total.get(resource) != scale_total
-                    or (
-                        parent.sum_min[resource] <= scale_total
-                        and parent.sum_target[resource] <= total
-                    )
-                ):
-                    self._mark(parent, resource, node, old)
-            if parent is root:
-                return
-            parent.raw_request[resource] += new - old
-            node = parent
+                mark(self._dirty, root, resource, None)
 
     def _cascade(self, cohort: TreeNode, resource: str, *, report: bool) -> None:
         """Redistribute a deferred subtree (`DeferredSubtrees.materialize`'s step), noting
@@ -386,4 +369,5 @@ class QuotaTree:
             changed=self.changed_quotas if report else None,
             grown=self._grown if report else None,
             moved=self._moved,
+            recheck=self._recheck,
         )

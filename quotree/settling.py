@@ -35,11 +35,13 @@ def settle_resource(
     changed: set[str],
     grown: set[str],
     moved: set[str] | None,
+    recheck: set[TreeNode],
 ) -> None:
     """Redo the `dirty` parents in one resource, and the children of theirs that moved.
 
     `changed` receives the quotas whose runtime changed, `grown` the nodes whose room
-    may have grown, `moved` (unless None) every node whose runtime changed."""
+    may have grown, `moved` (unless None) every node whose runtime changed, `recheck`
+    the quotas whose runtime changed (`QuotaTree.over_below` looks at them again)."""
     counter = itertools.count()
     heap = [(parent.depth, next(counter), parent) for parent in dirty]
     heapq.heapify(heap)
@@ -55,13 +57,14 @@ def settle_resource(
                 moved.add(child.name)
             if child.is_quota:
                 changed.add(child.name)
+                recheck.add(child)
             elif resource in child.children_in and child not in dirty:
                 entry = deferred.get(child) if deferred else None
                 if entry is not None:
                     if subtrees.still_deferred(child, resource, entry):
                         continue
-                    subtrees.materialize(child, resource)
-                    dirty[child] = None
+                    subtrees.materialize(child, resource, to_last=False)
+                    dirty[child] = None  # redistributed from its runtime now, reported
                 else:
                     if lazy and child.runtime[resource] < child.last_total.get(resource, -1):
                         if busy is None:
@@ -82,10 +85,11 @@ def cascade(
     changed: set[str] | None,
     grown: set[str] | None,
     moved: set[str] | None,
+    recheck: set[TreeNode],
 ) -> None:
     """Redistribute `cohort`'s subtree top-down from its present runtime (a deferred
-    subtree brought up to date); `changed`, `grown`, `moved` as for `settle_resource`,
-    None: not noted."""
+    subtree brought up to date); `changed`, `grown`, `moved`, `recheck` as for
+    `settle_resource`, None: not noted."""
     dirty: Dirty = {cohort: None}
     counter = itertools.count()
     heap = [(cohort.depth, next(counter), cohort)]
@@ -96,6 +100,7 @@ def cascade(
             if moved is not None:
                 moved.add(child.name)
             if child.is_quota:
+                recheck.add(child)
                 if changed is not None:
                     changed.add(child.name)
             elif resource in child.children_in and child not in dirty:

@@ -36,24 +36,23 @@ def water_fill(
     leftover = amount
     while leftover > 0 and hungry:
         total_weight = sum(weights[i] for i in hungry)
-        shares: dict[int, int] = {}
+        shares: list[int] = []  # in `hungry`'s order
         remainders: list[tuple[int, str, int]] = []
         handed = 0
         for i in hungry:
             share, remainder = divmod(leftover * weights[i], total_weight)
-            shares[i] = share
-            handed += share
             if remainder:
-                remainders.append((-remainder, names[i], i))
+                remainders.append((-remainder, names[i], len(shares)))
+            shares.append(share)
+            handed += share
         units = leftover - handed
         if units:
-            for _, _, i in heapq.nsmallest(units, remainders):
-                shares[i] += 1
+            for _, _, k in heapq.nsmallest(units, remainders):
+                shares[k] += 1
         still_hungry = []
         returned = 0
-        for i in hungry:
+        for i, share in zip(hungry, shares, strict=True):
             room = needs[i] - got[i]
-            share = shares[i]
             if share >= room:
                 got[i] = needs[i]
                 returned += share - room
@@ -68,8 +67,30 @@ def water_fill(
 def proportional(amount: int, weights: Sequence[int], names: Sequence[str]) -> list[int]:
     """Share `amount` in proportion to `weights` (largest remainders, ties by name).
 
-    Used to scale guarantees when the mins add up to more than there is:
-    with needs equal to the weights and `amount` below their sum, nobody
-    saturates, so this is one round of water_fill.
+    Used to scale guarantees when the mins add up to more than there is: with needs
+    equal to the weights and `amount` below their sum, no floor reaches its weight and
+    a remainder unit at most makes one equal to it, so this is the first and only round
+    of `water_fill(amount, weights, weights, names)`, done here without the rounds'
+    bookkeeping (it runs whenever a saturated Cohort's total moves).
     """
-    return water_fill(amount, weights, weights, names)
+    count = len(weights)
+    got = [0] * count
+    if amount <= 0:
+        return got
+    total = sum(w for w in weights if w > 0)
+    if total <= amount:
+        return [w if w > 0 else 0 for w in weights]
+    remainders: list[tuple[int, str, int]] = []
+    handed = 0
+    for i, weight in enumerate(weights):
+        if weight > 0:
+            share, remainder = divmod(amount * weight, total)
+            got[i] = share
+            handed += share
+            if remainder:
+                remainders.append((-remainder, names[i], i))
+    units = amount - handed
+    if units:
+        for _, _, i in heapq.nsmallest(units, remainders):
+            got[i] += 1
+    return got

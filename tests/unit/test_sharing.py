@@ -1,5 +1,8 @@
 """Weighted water-filling with exact integer shares (semantics.md step 4)."""
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from quotree.sharing import proportional, water_fill
 
 
@@ -34,3 +37,50 @@ def test_proportional_scales_guarantees() -> None:
     assert proportional(50, [60, 40], ["a", "b"]) == [30, 20]
     # Two units among three equal mins: the remainders tie, so names decide.
     assert proportional(2, [1, 1, 1], ["c", "a", "b"]) == [0, 1, 1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.integers(-5, 400),
+    st.lists(st.integers(0, 60), max_size=12),
+)
+def test_proportional_is_the_water_fill_of_the_weights(amount: int, weights: list[int]) -> None:
+    """`proportional` shares in one pass what water-filling the weights as needs gives."""
+    names = [f"n{i:02d}" for i in range(len(weights))][::-1]  # ties not in index order
+    assert proportional(amount, weights, names) == water_fill(amount, weights, weights, names)
+
+
+def rounds(amount: int, needs: list[int], weights: list[int], names: list[str]) -> list[int]:
+    """The semantics' step 4 written as plainly as it reads: each round shares what is left
+    by weight among the hungry (floors, then one unit each to the largest remainders, ties
+    by name); whoever gets its need keeps only that, the excess goes round again."""
+    got = [0] * len(needs)
+    hungry = [i for i in range(len(needs)) if needs[i] > 0 and weights[i] > 0]
+    left = max(amount, 0)
+    while left > 0 and hungry:
+        weight = sum(weights[i] for i in hungry)
+        share = {i: left * weights[i] // weight for i in hungry}
+        order = sorted(hungry, key=lambda i: (-(left * weights[i] % weight), names[i]))
+        for i in order[: left - sum(share.values())]:
+            share[i] += 1
+        left = 0
+        for i in list(hungry):
+            if got[i] + share[i] >= needs[i]:
+                left += got[i] + share[i] - needs[i]
+                got[i] = needs[i]
+                hungry.remove(i)
+            else:
+                got[i] += share[i]
+    return got
+
+
+claimants = st.lists(st.tuples(st.integers(0, 50), st.integers(0, 6)), max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(-5, 400), claimants)
+def test_water_fill_is_the_rounds_of_the_rule(amount: int, pairs: list[tuple[int, int]]) -> None:
+    needs = [n for n, _ in pairs]
+    weights = [w for _, w in pairs]
+    names = [f"n{i:02d}" for i in range(len(pairs))][::-1]  # ties not in index order
+    assert water_fill(amount, needs, weights, names) == rounds(amount, needs, weights, names)

@@ -1,0 +1,97 @@
+"""The runtime pass's kept state against a tree built afresh (hypothesis).
+
+`QuotaTree.recompute()` redoes the runtimes on the same nodes, so it shares what those
+nodes keep between events (a parent's scaled guarantees, its children's lists). These
+properties compare instead with a new engine given only the end state: the same
+configuration, capacity and pods.
+"""
+
+from __future__ import annotations
+
+import random
+
+from builders import engine, pod
+from hypothesis import given
+from hypothesis import strategies as st
+from test_properties import PROPERTY, RESOURCES, Scenario, scenarios
+
+from quotree.accounts import TreeNode
+from quotree.engine import Engine
+
+
+def numbers(eng: Engine) -> dict[tuple[str, str], tuple[int, int]]:
+    """(runtime, guarantee) of every live node, per resource."""
+    eng.tree.settle()
+    return {
+        (n.name, r): (n.runtime[r], n.guarantee[r])
+        for n in eng.tree.live_nodes()
+        for r in n.resources
+    }
+
+
+@PROPERTY
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_kept_guarantees_and_runtimes_equal_a_fresh_tree(
+    scenario: Scenario, rnd: random.Random
+) -> None:
+    eng = engine(*scenario.configs, capacity=scenario.capacity)
+    numbers(eng)  # settle once, then only incremental updates
+    capacity = dict(scenario.capacity)
+    live: dict[str, tuple[str, dict[str, int], int]] = {}
+    for i, (q, request, priority, _) in enumerate(scenario.pods):
+        eng.observe_pod(pod(q, f"p{i}", request, priority=priority))
+        live[f"{q}/p{i}"] = (q, request, priority)
+        if rnd.random() < 0.3:
+            gone = rnd.choice(sorted(live))
+            eng.forget_pod(gone)
+            del live[gone]
+        if rnd.random() < 0.3:
+            capacity = {r: rnd.randrange(0, 150) for r in RESOURCES}
+            eng.set_cluster_node("node-1", capacity)
+        if rnd.random() < 0.5:
+            eng.decide(float(i))
+    fresh = engine(*scenario.configs, capacity=capacity)
+    for key in sorted(eng.pods):  # the engine's: some were evicted
+        q, request, priority = live[key]
+        fresh.observe_pod(pod(q, key.split("/")[1], request, priority=priority))
+    assert numbers(eng) == numbers(fresh)
+
+
+def over_by_walking(eng: Engine, node: TreeNode) -> list[str]:
+    """The quotas below `node` over their runtime somewhere, found by walking its subtree
+    (every deferred runtime brought up to date first)."""
+    return [
+        q.name
+        for q in eng.tree.quotas_below(node)
+        if any(q.used[r] > q.runtime[r] for r in q.resources)
+    ]
+
+
+@PROPERTY
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_the_kept_quotas_over_their_runtime_are_those_a_walk_finds(
+    scenario: Scenario, rnd: random.Random
+) -> None:
+    """`QuotaTree.over_below`, read before anything deferred is brought up to date (the
+    decider's lazy runtimes), names the quotas that a walk of the subtree finds over
+    their runtime once every runtime is current. In operator mode (evictions wait for the
+    cluster, reclaim after a delay), so that quotas stay over their runtime a while."""
+    eng = engine(
+        *scenario.configs,
+        capacity=scenario.capacity,
+        instant_evictions=False,
+        reclaim_delay=rnd.choice([0.0, 30.0]),
+    )
+    for i, (q, request, priority, preemptible) in enumerate(scenario.pods):
+        eng.observe_pod(pod(q, f"p{i}", request, priority=priority, preemptible=preemptible))
+        if rnd.random() < 0.3 and eng.pods:
+            eng.forget_pod(rnd.choice(sorted(eng.pods)))
+        if rnd.random() < 0.3:
+            eng.set_cluster_node("node-1", {r: rnd.randrange(0, 150) for r in RESOURCES})
+        eng.decide(float(i))
+        tree = eng.tree
+        kept = [q.name for q in tree.over_below(tree.root)]
+        assert kept == over_by_walking(eng, tree.root)
+        for node in tree.live_nodes():
+            if not node.is_quota:
+                assert [q.name for q in tree.over_below(node)] == over_by_walking(eng, node)
