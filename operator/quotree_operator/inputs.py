@@ -50,6 +50,10 @@ class Signals:
     status_dirty: asyncio.Event = field(default_factory=asyncio.Event)
     #: This replica holds the leader Lease: only then are decisions carried out.
     leading: bool = False
+    #: Set once this replica, leading, has decided (and handed the admissions to the
+    #: actuator); cleared when the leadership changes. The status writer's first round
+    #: waits for it, so admissions never wait for statuses (status_writer.py).
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
     #: Gates removed so far (the actuator counts them): the status writer spaces its
     #: rounds further apart while admissions go on.
     admissions: int = 0
