@@ -22,6 +22,7 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from quotree_operator.kube_errors import KubeError
 from quotree_operator.liststream import ListStream
 from quotree_operator.resources import call_for
 
@@ -81,6 +82,11 @@ class Lists:
                 for batch in _batches(stream.feed(chunk), kind):
                     yield batch, _version(stream)
             last = stream.close()
+        except Exception as exc:
+            # Cut or garbled on the way: as a call that got no answer (the caller lists again).
+            if isinstance(exc, (ValueError, OSError, TimeoutError)) or _from_aiohttp(exc):
+                raise KubeError(0, f"list {what}: {type(exc).__name__}: {exc}") from None
+            raise
         finally:
             response.close()
         for batch in _batches(last, kind):
@@ -120,6 +126,10 @@ class Lists:
         for item in data.get("items") or ():
             item.setdefault("kind", kind)
         return data
+
+
+def _from_aiohttp(exc: Exception) -> bool:
+    return type(exc).__module__.startswith("aiohttp")
 
 
 def _version(stream: ListStream) -> str:

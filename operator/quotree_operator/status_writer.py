@@ -206,9 +206,6 @@ class StatusWriter:
         # What was on the object before this write: read now, since while the write is
         # under way the watch may bring the object back with it (remember_object).
         before = self.memory.written.get(key)
-        if not self.inputs.signals.leading:  # the lead was lost during the round
-            self.inputs.dirty.again(key)
-            return
         try:
             async with self._writes:
                 await self.kube.patch_quota_object(
@@ -216,7 +213,8 @@ class StatusWriter:
                 )
         except KubeError as exc:
             if exc.status != 404:
-                logger.warning("%s", exc)
+                if self.inputs.signals.leading:  # else: the lead was lost during the round
+                    logger.warning("%s", exc)
                 self.inputs.dirty.again(key)  # compared (and written) again next round
                 self.inputs.signals.status_dirty.set()
             return

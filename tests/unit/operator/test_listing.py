@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from quotree_operator.kube_errors import KubeError
 from quotree_operator.listing import Lists
 from quotree_operator.liststream import ListStream
 
@@ -114,3 +115,12 @@ async def test_a_list_is_one_request_to_the_watch_cache_read_as_it_arrives() -> 
     assert batches[-1][1] == "4711"
     assert lists.responses[0].closed
     assert await lists.list_with_version("pods") == (items, "4711")
+
+
+async def test_a_list_cut_on_the_way_is_a_call_without_answer() -> None:
+    lists = StreamedLists(json.dumps(LIST).encode()[:-40])
+    with pytest.raises(KubeError) as caught:
+        await lists.list_with_version("pods")
+    assert caught.value.status == 0
+    assert "list pods" in str(caught.value)
+    assert lists.responses[0].closed
