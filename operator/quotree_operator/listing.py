@@ -30,7 +30,11 @@ __all__ = ["LIST_TIMEOUT", "Lists"]
 
 #: Seconds one list may take (tens of MiB at 30,000 pods on a busy API server).
 LIST_TIMEOUT = 600
-#: Items handed on together at most (a part of a chunk of the answer).
+#: Bytes of the answer read before its items are taken out. Blocks this large are
+#: allocated apart from the heap and given back whole once read; the network's own
+#: chunks (a few KiB) were measured to leave more memory behind (bench/RESULTS.md).
+BLOCK = 1 << 20
+#: Items handed on together at most.
 BATCH = 200
 
 Page = tuple[list[dict[str, Any]], str]
@@ -77,11 +81,19 @@ class Lists:
         call, kind = call_for(self, what, options)
         response = await self.call_raw(f"list {what}", call)
         stream = ListStream()
+        block: list[bytes] = []
+        size = 0
         try:
             async for chunk in response.content.iter_any():
-                for batch in _batches(stream.feed(chunk), kind):
+                block.append(chunk)
+                size += len(chunk)
+                if size < BLOCK:
+                    continue
+                text, block, size = b"".join(block), [], 0
+                for batch in _batches(stream.feed(text), kind):
                     yield batch, _version(stream)
-            last = stream.close()
+                del text
+            last = stream.feed(b"".join(block)) + stream.close()
         except Exception as exc:
             # Cut or garbled on the way: as a call that got no answer (the caller lists again).
             if isinstance(exc, (ValueError, OSError, TimeoutError)) or _from_aiohttp(exc):

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from quotree_operator import listing
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.listing import Lists
 from quotree_operator.liststream import ListStream
@@ -101,7 +102,10 @@ class StreamedLists(Lists):
         return self.responses[-1]
 
 
-async def test_a_list_is_one_request_to_the_watch_cache_read_as_it_arrives() -> None:
+async def test_a_list_is_one_request_to_the_watch_cache_read_as_it_arrives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(listing, "BLOCK", 300)  # the answer is a few such blocks
     lists = StreamedLists(json.dumps(LIST).encode())
     batches = [batch async for batch in lists.list_pages("pods")]
     assert len(lists.core.asked) == 1
