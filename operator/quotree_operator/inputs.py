@@ -371,8 +371,8 @@ class Inputs:
                 for body in page:
                     self.observe_quota_object(body, deleted=False)
         quotas_done = time.monotonic()
-        # Page by page: each page is taken in while the next one is listed, and the
-        # bodies of 30,000 pods are never all held at once (issue 12).
+        # A few at a time, as the list arrives (listing.py): the bodies of 30,000 pods
+        # are never all held at once.
         count, version = 0, ""
         async for page, page_version in kube.list_pages("pods"):
             version = page_version

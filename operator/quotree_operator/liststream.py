@@ -1,12 +1,11 @@
 """A Kubernetes list response read item by item as it arrives (pure, no I/O).
 
 Why a module of its own: at start-up the operator lists every pod in one request served
-from the API server's watch cache (client.py), and that answer is tens of MiB of JSON.
-Parsing it whole would hold every body at once; parsing it in pages of 500 still builds
-500 bodies of dicts and strings together, and the few strings of each pod the operator
-keeps are left scattered between the freed ones (the allocator cannot give those pages
-back). `ListStream` takes the text as it comes and hands out each item as soon as it is
-complete, so only one body is alive at a time and its memory is reused by the next.
+from the API server's watch cache (listing.py), and that answer is tens of MiB of JSON.
+Parsed whole, it would hold every body at once. `ListStream` takes the text as it comes
+(listing.py feeds it blocks of 1 MiB) and hands out each item as soon as it is complete,
+so the objects are taken in while the rest of the answer is on its way, and only the
+bodies of one block are alive at a time.
 
 The list's other fields (`metadata`, with its `resourceVersion`) are kept as they pass.
 Malformed JSON raises `ValueError` once the stream has ended (before that, an item that
