@@ -643,7 +643,7 @@ async def failover(api: Api, r: dict[str, Any], leader: OperatorProcess, nq: int
     gaps = [b - a for a, b in itertools.pairwise(times)]
     after = [t for t in times if t > killed] or [float("nan")]
     r["failover"] = {
-        "gap": max(gaps),
+        "gap": max(gaps, default=float("nan")),
         "first_after_kill": after[0] - killed,
         "after_deadline": after[0] - deadline,
         "leading_after_kill": sb.at["leading"] - (killed - sb.t0),
