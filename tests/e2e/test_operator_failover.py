@@ -112,6 +112,7 @@ def test_the_standby_takes_over_with_a_warm_engine(cluster: ModuleType) -> None:
             f"longest gap {gap:.1f}s; first admission after the kill {first_after - killed_at:.1f}s"
             f" after it, {first_after - deadline:+.1f}s from the Lease's deadline"
         )
+        print(f"failover: {report}")  # shown with pytest -s
         assert gap <= LEASE_DURATION + SLACK, report
         assert first_after - deadline <= SLACK, report
         # Pods created after the kill waited for B only: none was admitted by A.
