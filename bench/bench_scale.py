@@ -633,12 +633,13 @@ async def failover(api: Api, r: dict[str, Any], leader: OperatorProcess, nq: int
     renewed = datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
     leader.kill()
     killed = time.monotonic()
+    taking_over = asyncio.create_task(sb.follow(("leading",)))  # when its log says so
     # The Lease's deadline on the monotonic clock (wall clocks of one machine agree).
     deadline = killed + renewed.timestamp() + LEASE_S - time.time()
     await creating
     await asyncio.wait({watcher}, timeout=180)  # what is not admitted by then is reported
     watcher.cancel()
-    await sb.follow(("leading",))
+    await taking_over
     times = sorted(seen.values())
     gaps = [b - a for a, b in itertools.pairwise(times)]
     after = [t for t in times if t > killed] or [float("nan")]
