@@ -28,8 +28,20 @@ Phases, all in one run:
    quotree_status_examined_total, quotree_status_writes_total) before and after: objects
    examined and PATCHes per round;
 7. webhook p99 at 10,000 quotas: the same 300 paced CREATEs as in 2;
-8. RSS loaded: per pod = (RSS with pods - RSS quotas only) / pods, per quota object =
-   (RSS quotas only - idle RSS) / objects.
+8. failover: a standby (its own identity and ports) starts beside the leader and loads;
+   240 pods arrive through the webhook at 4/s, one per quota, and the leader gets SIGKILL
+   a quarter of the way in: the longest gap between two admissions, and when the first
+   admission after the kill came against the Lease's deadline (its last renewTime plus
+   its duration); the standby's RSS (a warm engine that writes nothing);
+9. baseline: the start-up of 5 with paged lists (QUOTREE_LIST_PAGE_SIZE=500, the way
+   the operator listed before its lists came from the watch cache): list + load and RSS.
+
+RSS: per pod = (RSS with pods, 20 s after serving - RSS quotas only) / pods, per quota
+object = (RSS quotas only - idle RSS) / objects.
+
+Ports and files follow QUOTREE_RUN, QUOTREE_*_PORT (the control plane, as hack/lib.sh),
+QUOTREE_WEBHOOK_PORT and QUOTREE_METRICS_PORT (the operators), so that two runs on one
+machine do not meet.
 
 The control plane is stopped at the end (its data is left; the next run starts fresh).
 
@@ -40,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -78,11 +91,14 @@ from tests.e2e.operator_proc import (  # noqa: E402
 
 NAMESPACES = 100
 IN_FLIGHT = 64
-WEBHOOK_PORT, METRICS_PORT = 29546, 29547
+# The operators' ports: QUOTREE_WEBHOOK_PORT / QUOTREE_METRICS_PORT when set (the standby
+# of phase 9 takes the next two), so that two benchmarks on one machine do not collide.
+WEBHOOK_PORT = int(os.environ.get("QUOTREE_WEBHOOK_PORT", "29546"))
+METRICS_PORT = int(os.environ.get("QUOTREE_METRICS_PORT", "29547"))
 PODS_MUTATE = "pods-mutate"  # the pod CREATE webhook (quotree_webhooks.configurations)
 WH_NS = "scale-wh"
 NONE_NS = "scale-none"  # no quota: the API server calls no webhook for it
-RUN = Path("/tmp/quotree-bench-scale")
+RUN = cluster.RUN_DIR / "bench-scale"  # under QUOTREE_RUN, as the control plane's files
 QUOTA_LABEL = "quotree.io/quota-name"
 
 
@@ -196,13 +212,14 @@ def namespace_items(names: list[str]) -> list[tuple[str, dict[str, Any]]]:
 RUNNING: list[OperatorProcess] = []  # stopped at the end whatever happens
 
 
-def operator(name: str) -> OperatorProcess:
+def operator(name: str, env: dict[str, str] | None = None) -> OperatorProcess:
     op = start_operator(
         {
             "QUOTREE_WEBHOOK_PORT": str(WEBHOOK_PORT),
             "QUOTREE_METRICS_PORT": str(METRICS_PORT),
             "QUOTREE_CERT_DIR": str(RUN / "pki"),
             "QUOTREE_IDENTITY": "bench-scale",
+            **(env or {}),
         },
         log_name=f"operator-scale-{name}",
         ready=None,
@@ -552,7 +569,90 @@ async def run(api: Api, r: dict[str, Any], nq: int, middle: int, n_pods: int) ->
     # 7. webhook p99 at 10,000 quotas
     await webhook_round(api, "10000", r)
     r["rss_end"] = _rss_mb(op.proc.pid)
+
+    # 8. failover: a standby beside the leader, then the leader killed while pods come
+    await failover(api, r, op, nq)
+
+    # 9. the same start-up with paged lists (QUOTREE_LIST_PAGE_SIZE=500): the baseline
+    op = operator("paged", {"QUOTREE_LIST_PAGE_SIZE": "500"})
+    st = Startup(op, time.monotonic())
+    await st.follow(("loaded", "leading"))
+    await asyncio.sleep(20)
+    r["paged_startup"] = dict(st.at)
+    r["paged_loaded_line"] = st.line("quota objects (")
+    r["rss_paged"] = _rss_mb(op.proc.pid)
+    log(f"paged lists: start-up {st.at}, RSS 20 s after leading {r['rss_paged']:.1f} MiB")
     stop(op)
+
+
+LEASE_S = 15  # the Lease's duration (leader.py)
+FAILOVER_PODS, FAILOVER_RATE = 240, 4.0
+
+
+async def failover(api: Api, r: dict[str, Any], leader: OperatorProcess, nq: int) -> None:
+    """A standby (its own identity and ports) loads and watches; pods arrive through the
+    webhook at FAILOVER_RATE/s, one per quota; the leader gets SIGKILL a quarter of the way
+    in. The gap: the longest time between two admissions seen, and how long after the
+    Lease's deadline (its last renewTime + duration) the first admission came."""
+    standby = operator(
+        "standby",
+        {
+            "QUOTREE_IDENTITY": "bench-scale-b",
+            "QUOTREE_WEBHOOK_PORT": str(WEBHOOK_PORT + 2),
+            "QUOTREE_METRICS_PORT": str(METRICS_PORT + 2),
+        },
+    )
+    sb = Startup(standby, time.monotonic())
+    await sb.follow(("loaded", "webhooks"))
+    await asyncio.sleep(20)  # its webhook configuration, written last, is the one in use
+    r["standby_startup"] = dict(sb.at)
+    r["rss_standby"] = _rss_mb(standby.proc.pid)
+    log(f"standby: start-up {sb.at}, RSS {r['rss_standby']:.1f} MiB")
+    quotas = [q * 7919 % nq for q in range(FAILOVER_PODS)]
+    items = []
+    for k, q in enumerate(quotas):
+        body = pod(q, nq, gated=False)
+        body["metadata"]["name"] = f"f{k:03d}"
+        del body["spec"]["nodeName"]
+        items.append((f"/api/v1/namespaces/{_ns(q)}/pods", body))
+    names = {f"{_ns(q)}/f{k:03d}" for k, q in enumerate(quotas)}
+    seen: dict[str, float] = {}
+    listing = await api.call("GET", "/api/v1/pods?limit=1")
+    watcher = asyncio.create_task(
+        watch_ungated(api, names, seen, listing["metadata"]["resourceVersion"])
+    )
+    start = time.monotonic()
+
+    async def create(i: int, path: str, body: dict[str, Any]) -> None:
+        await asyncio.sleep(max(0.0, start + i / FAILOVER_RATE - time.monotonic()))
+        await api.call("POST", path, body)
+
+    creating = asyncio.gather(*(create(i, *item) for i, item in enumerate(items)))
+    await asyncio.sleep(FAILOVER_PODS / FAILOVER_RATE / 4)
+    lease = cluster.kubectl_json("-n", "quotree-system", "get", "lease", "quotree-operator")
+    renewed = datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+    leader.kill()
+    killed = time.monotonic()
+    taking_over = asyncio.create_task(sb.follow(("leading",)))  # when its log says so
+    # The Lease's deadline on the monotonic clock (wall clocks of one machine agree).
+    deadline = killed + renewed.timestamp() + LEASE_S - time.time()
+    await creating
+    await asyncio.wait({watcher}, timeout=180)  # what is not admitted by then is reported
+    watcher.cancel()
+    await taking_over
+    times = sorted(seen.values())
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    after = [t for t in times if t > killed] or [float("nan")]
+    r["failover"] = {
+        "gap": max(gaps, default=float("nan")),
+        "first_after_kill": after[0] - killed,
+        "after_deadline": after[0] - deadline,
+        "leading_after_kill": sb.at["leading"] - (killed - sb.t0),
+        "admitted": len(times),
+        "created": len(names),
+    }
+    log(f"failover: {r['failover']}")
+    stop(standby)
 
 
 def report(r: dict[str, Any], nq: int, nc: int, n_pods: int) -> None:
@@ -565,6 +665,9 @@ def report(r: dict[str, Any], nq: int, nc: int, n_pods: int) -> None:
     budget = (10 * objects + 3 * n_pods) / 1024  # MiB: 10 KiB a quota object, 3 KiB a pod
     s = r["startup"]
     flush = r["flush"]
+    f = r["failover"]
+    paged_per_pod = (r["rss_paged"] - r["rss_quotas"]) * 1024 / n_pods
+    standby_per_pod = (r["rss_standby"] - r["rss_quotas"]) * 1024 / n_pods
     rounds = flush.get("quotree_status_rounds_total", 0) or 1
     print(
         f"\n{date}, {machine}, load {load}; {nq} ElasticQuotas, {nc} Cohorts, {n_pods} pods; "
@@ -595,7 +698,18 @@ def report(r: dict[str, Any], nq: int, nc: int, n_pods: int) -> None:
         f"({r['none_p50_100']:.1f} / {r['none_p99_100']:.1f}; {r['wh_own_p99_100']:.1f}), "
         f"at {nq} quotas {r['wh_p50_10000']:.1f} / {r['wh_p99_10000']:.1f} ms "
         f"({r['none_p50_10000']:.1f} / {r['none_p99_10000']:.1f}; "
-        f"{r['wh_own_p99_10000']:.1f}); ratio of p99s {r['wh_p99_10000'] / r['wh_p99_100']:.2f}"
+        f"{r['wh_own_p99_10000']:.1f}); ratio of p99s {r['wh_p99_10000'] / r['wh_p99_100']:.2f}\n"
+        f"- failover ({FAILOVER_PODS} pods at {FAILOVER_RATE:.0f}/s, the leader killed; "
+        f"{f['admitted']} admitted within 180 s of the last creation): longest "
+        f"gap between admissions {f['gap']:.1f} s; first admission {f['first_after_kill']:.1f} s "
+        f"after the kill, {f['after_deadline']:+.1f} s from the Lease's deadline (lease "
+        f"{LEASE_S} s); the standby led {f['leading_after_kill']:.1f} s after the kill; "
+        f"standby: loaded {r['standby_startup']['loaded']:.1f} s, RSS {r['rss_standby']:.1f} "
+        f"MiB ({standby_per_pod:.2f} KiB per pod above the quotas-only process)\n"
+        f"- baseline, paged lists (QUOTREE_LIST_PAGE_SIZE=500): loaded "
+        f"{r['paged_startup']['loaded']:.1f} s, leading {r['paged_startup']['leading']:.1f} s; "
+        f"{r['paged_loaded_line']}; RSS 20 s after leading {r['rss_paged']:.1f} MiB "
+        f"({paged_per_pod:.2f} KiB per pod)"
     )
     (RUN / "result.json").write_text(json.dumps(r, indent=1))
 

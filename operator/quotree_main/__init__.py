@@ -120,6 +120,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         kube = await Kube.connect(pool=config.concurrency + 8)
     except KubeError as exc:
         raise kopf.TemporaryError(startup.explain(exc), delay=startup.RETRY_DELAY) from None
+    kube.page_size = config.list_page_size
     controller = Controller(config, kube)
     # Rebuild the engine from the API before Kopf's watches start (start-up handlers run
     # first), so every later watch event is newer than what was loaded; the pod watch

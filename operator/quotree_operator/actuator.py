@@ -62,9 +62,12 @@ class Actuator:
     def __init__(self, kube: KubeAPI, inputs: Inputs, concurrency: int) -> None:
         self.kube = kube
         self.inputs = inputs
-        # Separate budgets so that events never queue admissions behind them: admissions,
-        # evictions and labels get `concurrency` slots of their own.
+        # Separate budgets so that neither events nor labels queue admissions behind them:
+        # admissions and evictions get `concurrency` slots of their own; the standing labels
+        # of pods already running (thousands after a start-up against a cluster whose pods
+        # have none, or after a failover) a quarter of that, and so do Events.
         self._writes = asyncio.Semaphore(concurrency)
+        self._labels = asyncio.Semaphore(max(4, concurrency // 4))
         self._events = asyncio.Semaphore(max(4, concurrency // 4))
         self._tasks: set[asyncio.Task[None]] = set()
         #: Per-pod Admitted events per quota, the rest summed up on the quota (event_budget).
@@ -102,12 +105,18 @@ class Actuator:
         for key, reason, message in decisions.warnings:
             self._spawn(self._event(key, reason, message, warning=True))
 
-    async def _retrying(self, what: str, call: Callable[[], Awaitable[None]]) -> bool:
-        """Run `call` until it succeeds; False when the pod is gone; raises after RETRIES."""
+    async def _retrying(
+        self,
+        what: str,
+        call: Callable[[], Awaitable[None]],
+        budget: asyncio.Semaphore | None = None,
+    ) -> bool:
+        """Run `call` (within `budget`, else the admissions') until it succeeds; False when
+        the pod is gone; raises after RETRIES."""
         delay = RETRY_DELAY
         for attempt in range(RETRIES):
             try:
-                async with self._writes:
+                async with budget or self._writes:
                     await call()
                 return True
             except KubeError as exc:
@@ -326,7 +335,9 @@ class Actuator:
         namespace, name = _split(key)
         try:
             await self._retrying(
-                f"label {key}", lambda: self.kube.label_pod(namespace, name, standing)
+                f"label {key}",
+                lambda: self.kube.label_pod(namespace, name, standing),
+                self._labels,
             )
         except KubeError as exc:
             logger.warning("%s", exc)

@@ -13,7 +13,6 @@ bodies.py.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -29,6 +28,7 @@ from quotree.models import GROUP, STANDING_LABEL, VERSION
 from quotree_operator import bodies
 from quotree_operator.connection import open_api
 from quotree_operator.kube_errors import KubeError
+from quotree_operator.listing import Lists
 from quotree_operator.resources import call_for, events_of
 
 __all__ = ["Kube"]
@@ -55,7 +55,7 @@ def _failed_call(exc: Exception) -> bool:
     return failed or type(exc).__module__.startswith("aiohttp")
 
 
-class Kube:
+class Kube(Lists):
     """The API calls quotree makes, and nothing else."""
 
     def __init__(self, api: client.ApiClient) -> None:
@@ -95,6 +95,9 @@ class Kube:
             raise KubeError(status, f"{what}: {status} {message}")
         return response
 
+    async def call_raw(self, what: str, coro: Any) -> Any:
+        return await self._call(what, coro)
+
     async def read(self, what: str, coro: Any, *, missing_ok: bool = False) -> Any:
         """The call's JSON answer; None for a 404 when `missing_ok`."""
         try:
@@ -111,60 +114,11 @@ class Kube:
         if release is not None:
             await release()
 
-    # ------------------------------------------------------------ listing
-
-    async def list_all(self, what: str) -> list[dict[str, Any]]:
-        """Every Node, Pod, Job, Cohort, ElasticQuota or ResourceFlavor (pages of 500), with
-        `kind`."""
-        items, _ = await self.list_with_version(what)
-        return items
-
-    async def list_with_version(self, what: str) -> tuple[list[dict[str, Any]], str]:
-        """`list_all` and the list's resourceVersion (a watch from it misses nothing)."""
-        items: list[dict[str, Any]] = []
-        version = ""
-        async for page, page_version in self.list_pages(what):
-            items.extend(page)
-            version = page_version
-        return items, version
-
-    async def list_pages(self, what: str) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
-        """`list_with_version` a page (500 objects) at a time, each with the list's
-        resourceVersion: the caller takes in one page while the next one is on its way,
-        and never holds every body at once (the start-up at 30,000 pods; issue 12)."""
-        token: str | None = None
-        version = ""
-        pending = asyncio.ensure_future(self._list_page(what, token))
-        try:
-            while True:
-                data = await pending
-                metadata = data.get("metadata") or {}
-                # Every page of one list is the same snapshot: the first page's version holds.
-                version = version or metadata.get("resourceVersion") or ""
-                token = metadata.get("continue")
-                if token:
-                    pending = asyncio.ensure_future(self._list_page(what, token))
-                yield data.get("items") or [], version
-                if not token:
-                    return
-        finally:
-            if not pending.done():
-                pending.cancel()
-
-    async def _list_page(self, what: str, token: str | None) -> dict[str, Any]:
-        """One page of a list, each item with its `kind`."""
-        kwargs: dict[str, Any] = {"limit": 500, "_preload_content": False}
-        if token:
-            kwargs["_continue"] = token
-        call, kind = call_for(self, what, kwargs)
-        data: dict[str, Any] = await self.read(f"list {what}", call)
-        for item in data.get("items") or ():
-            item.setdefault("kind", kind)
-        return data
+    # ------------------------------------------------------------ watching (lists: listing.py)
 
     async def watch_events(self, what: str, version: str) -> AsyncGenerator[dict[str, Any], None]:
-        """One watch of every Pod, Job, Cohort or ElasticQuota (`what` as for `list_pages`) from
-        `version`: each event as the API sends it, parsed.
+        """One watch of every Pod, Job, Cohort or ElasticQuota (`what` as for
+        `listing.Lists.list_pages`) from `version`: each event as the API sends it, parsed.
 
         Events are `{"type": ..., "object": ...}` with the object as the API's own JSON
         (camelCase), bookmarks and ERROR events included; the caller keeps the position

@@ -71,6 +71,9 @@ class OperatorConfig:
     #: Maintenance mode (QUOTREE_MAINTENANCE=1): admit nothing new, evict nothing, keep
     #: accounting and reporting (docs/design.md, "Maintenance mode").
     maintenance: bool = False
+    #: Objects per list request at start-up (QUOTREE_LIST_PAGE_SIZE); 0, the default: one
+    #: streamed list per kind from the API server's watch cache (listing.py).
+    list_page_size: int = 0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:
@@ -102,6 +105,7 @@ class OperatorConfig:
             metrics_host=env.get("QUOTREE_METRICS_HOST", defaults.metrics_host),
             metrics_port=int(env.get("QUOTREE_METRICS_PORT", defaults.metrics_port)),
             maintenance=env.get("QUOTREE_MAINTENANCE", "0") not in ("0", "false", "no", ""),
+            list_page_size=int(env.get("QUOTREE_LIST_PAGE_SIZE", defaults.list_page_size)),
         )
 
     @property

@@ -4,13 +4,15 @@
 input change (and at least every TICK seconds, since the reclaim delay needs a clock), it
 calls `Engine.decide()` and hands the result to the actuator. It takes no quota decision
 itself. Only the holder of the leader Lease acts (leader.py calls `set_leading`); every
-replica keeps its engine current, so a standby takes over with a warm tree.
+replica lists, watches and keeps its engine current, so a standby takes over with a warm
+tree, and every write goes through `LeaderWrites`, so a standby writes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import time
 from typing import Any
@@ -22,6 +24,7 @@ from quotree_operator.config import OperatorConfig
 from quotree_operator.desired_status import StatusMemory
 from quotree_operator.inputs import Inputs, Signals
 from quotree_operator.jobs import Jobs
+from quotree_operator.leader_writes import LeaderWrites
 from quotree_operator.metrics import METRICS
 from quotree_operator.namespaces import NamespaceLabels
 from quotree_operator.podwatch import PodWatch
@@ -32,6 +35,13 @@ __all__ = ["TICK", "Controller"]
 logger = logging.getLogger("quotree.operator")
 
 TICK = 1.0  # seconds between decisions when nothing changes (the reclaim delay needs a clock)
+
+
+def give_back_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim; elsewhere,
+    nothing): the lists of the start-up leave megabytes of them (bench/RESULTS.md)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class Controller:
@@ -51,10 +61,12 @@ class Controller:
         memory = StatusMemory()
         self.inputs = Inputs(self.engine, memory, self.signals)
         self.jobs = Jobs(self.engine, self.inputs, self.inputs.book)
-        self.actuator = Actuator(kube, self.inputs, config.concurrency)
-        self.status_writer = StatusWriter(kube, self.inputs, memory, config.concurrency)
+        #: Every write goes through this: a standby writes nothing (leader_writes.py).
+        self.writes = LeaderWrites(kube, self.signals)
+        self.actuator = Actuator(self.writes, self.inputs, config.concurrency)
+        self.status_writer = StatusWriter(self.writes, self.inputs, memory, config.concurrency)
         self.pod_watch = PodWatch(kube, self.inputs.observe_pod, self.inputs.relist_pods)
-        self.namespaces = NamespaceLabels(self.engine, kube)
+        self.namespaces = NamespaceLabels(self.engine, self.writes)
         self.kube = kube
         self._pods_version = ""  # resourceVersion of the pod list load() read
         self._jobs_version = ""  # and of the Job list
@@ -64,6 +76,7 @@ class Controller:
         before pods, so that a Job's pods find their group."""
         self._jobs_version = await self.jobs.load(self.kube)
         self._pods_version = await self.inputs.load(self.kube)
+        give_back_memory()
 
     async def watch_quota_objects(self, kind: str) -> None:
         """Every Cohort or ElasticQuota (`kind`) change after `load()`, forever (not through
@@ -92,6 +105,7 @@ class Controller:
     def set_leading(self, leading: bool) -> None:
         """This replica (no longer) holds the leader Lease."""
         self.signals.leading = leading
+        self.signals.decided.clear()  # the status writer waits for the first decisions
         self.inputs.dirty.all()  # what another replica wrote meanwhile is compared again
         METRICS.set_leader(leading)
         self.signals.changed()
@@ -105,8 +119,11 @@ class Controller:
         """Decide whenever an input changed, and at least every TICK seconds."""
         signals = self.signals
         while True:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation
+            # that comes as the event is set, and the loop would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(signals.wake.wait(), timeout=TICK)
+                async with asyncio.timeout(TICK):
+                    await signals.wake.wait()
             signals.wake.clear()
             if not signals.leading:
                 continue
@@ -123,5 +140,6 @@ class Controller:
                 self._decided_on(decisions)
                 self.actuator.carry_out(decisions)
                 signals.status_dirty.set()
+            signals.decided.set()
             if self.jobs.evicted:
-                self.jobs.resume_due(self.kube)
+                self.jobs.resume_due(self.writes)

@@ -50,6 +50,10 @@ class Signals:
     status_dirty: asyncio.Event = field(default_factory=asyncio.Event)
     #: This replica holds the leader Lease: only then are decisions carried out.
     leading: bool = False
+    #: Set once this replica, leading, has decided (and handed the admissions to the
+    #: actuator); cleared when the leadership changes. The status writer's first round
+    #: waits for it, so admissions never wait for statuses (status_writer.py).
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
     #: Gates removed so far (the actuator counts them): the status writer spaces its
     #: rounds further apart while admissions go on.
     admissions: int = 0
@@ -367,8 +371,8 @@ class Inputs:
                 for body in page:
                     self.observe_quota_object(body, deleted=False)
         quotas_done = time.monotonic()
-        # Page by page: each page is taken in while the next one is listed, and the
-        # bodies of 30,000 pods are never all held at once (issue 12).
+        # A few at a time, as the list arrives (listing.py): the bodies of 30,000 pods
+        # are never all held at once.
         count, version = 0, ""
         async for page, page_version in kube.list_pages("pods"):
             version = page_version

@@ -16,6 +16,7 @@ says so too, once per reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -29,6 +30,7 @@ from quotree_operator.kube_errors import KubeError, write_event_retrying
 from quotree_operator.metrics import METRICS
 
 __all__ = [
+    "FIRST_ROUND_HOLD",
     "STATUS_BACKOFF",
     "STATUS_BUSY_INTERVAL",
     "STATUS_FULL_EVERY",
@@ -58,6 +60,12 @@ STATUS_FULL_EVERY = 600.0
 BIG_ROUND, BIG_ROUND_WIDTH = 500, 4
 #: A Warning Event the API did not take: first and longest wait, and for how long it is tried.
 WARNING_RETRY = (0.5, 5.0, 300.0)
+#: After this replica takes the lead, its first round waits for the first decisions and
+#: for their gate removals to be done, but not longer than this (seconds).
+FIRST_ROUND_HOLD = 30.0
+#: Objects compared between two turns of the event loop: a round over 11,000 objects
+#: never holds the webhooks, the watches or the admissions for long.
+COMPARE_SLICE = 200
 
 
 def _now() -> str:
@@ -85,6 +93,8 @@ class StatusWriter:
         admissions = signals.admissions
         while True:
             await signals.status_dirty.wait()
+            if signals.leading and not signals.decided.is_set():
+                await self.hold_for_admissions()
             signals.status_dirty.clear()
             started = time.monotonic()
             if signals.leading:
@@ -98,13 +108,28 @@ class StatusWriter:
             interval = STATUS_BUSY_INTERVAL if busy else STATUS_INTERVAL
             await asyncio.sleep(min(max(interval, spent * STATUS_BACKOFF), STATUS_MAX_PAUSE))
 
+    async def hold_for_admissions(self, limit: float = FIRST_ROUND_HOLD) -> None:
+        """A new leader's first round (after a start-up or a failover: every object is due)
+        waits until the first decisions are carried out: until the decision loop has decided
+        and the gate removals it started are done, for at most `limit` seconds. Admissions
+        go first; the statuses follow."""
+        signals = self.inputs.signals
+        deadline = time.monotonic() + limit
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(limit):
+                await signals.decided.wait()
+        while self.inputs.admitting and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+
     async def write_statuses(self) -> None:
         now = _now()
         writes: list[
             tuple[str, QuotaObject, Desired, dict[str, Any] | None, dict[str, str] | None]
         ] = []
         due = self.due()
-        for key in due:
+        for index, key in enumerate(due):
+            if index % COMPARE_SLICE == COMPARE_SLICE - 1:
+                await asyncio.sleep(0)  # let the webhooks and the decisions run
             obj = self.inputs.quota_objects.get(key)
             if obj is None:
                 continue  # deleted meanwhile
@@ -129,7 +154,9 @@ class StatusWriter:
             # per object at 10,000 quotas) gets more writers: the API server's store
             # commits concurrent writes together, and one round of 22,000 PATCHes took
             # over 5 minutes with 8 (issue 12). Admissions keep their own budget.
-            width = self._width * BIG_ROUND_WIDTH if len(writes) > BIG_ROUND else self._width
+            # Not while admissions are under way: they go first.
+            big = len(writes) > BIG_ROUND and not self.inputs.admitting
+            width = self._width * BIG_ROUND_WIDTH if big else self._width
             await asyncio.gather(*(writer() for _ in range(min(len(writes), width))))
         if len(due) == len(self.inputs.quota_objects):
             # Counted from the end of a full round: one that took minutes (22,000 PATCHes
@@ -186,7 +213,8 @@ class StatusWriter:
                 )
         except KubeError as exc:
             if exc.status != 404:
-                logger.warning("%s", exc)
+                if self.inputs.signals.leading:  # else: the lead was lost during the round
+                    logger.warning("%s", exc)
                 self.inputs.dirty.again(key)  # compared (and written) again next round
                 self.inputs.signals.status_dirty.set()
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from quotree import ADMISSION_GATE
@@ -64,3 +65,30 @@ async def test_a_refused_admission_puts_the_pod_back_to_pending() -> None:
     assert kube.reads == 1  # the engine forgets the admission and sees the pod again
     assert actuator.inputs.pods["team/p"].gates == (ADMISSION_GATE,)
     assert "team/p" in actuator.inputs.engine.pods
+
+
+class SlowLabels(FakeKube):
+    """Label writes hang until `go` is set (an API server busy with thousands of them)."""
+
+    def __init__(self, admit_errors: list[KubeError], current: dict[str, Any]) -> None:
+        super().__init__(admit_errors, current)
+        self.go = asyncio.Event()
+
+    async def label_pod(self, namespace: str, name: str, standing: str) -> None:
+        await self.go.wait()
+        await super().label_pod(namespace, name, standing)
+
+
+async def test_an_admission_does_not_wait_behind_label_writes() -> None:
+    kube = SlowLabels([], gated(ADMISSION_GATE))
+    actuator = actuator_for(kube, gated(ADMISSION_GATE))
+    labels = [
+        asyncio.ensure_future(actuator._label(f"team/running-{i}", "in-quota")) for i in range(50)
+    ]
+    await asyncio.sleep(0)
+    await asyncio.wait_for(actuator._admit("team/p", None, "admitted by quota team"), 2)
+    assert [gates for _, gates, _ in kube.admits] == [(ADMISSION_GATE,)]
+    assert kube.pod_labels == []  # every label write still hangs
+    kube.go.set()
+    await asyncio.gather(*labels)
+    assert len(kube.pod_labels) == 50

@@ -43,6 +43,7 @@ def gpu_quota(gpus: int) -> dict[str, Any]:
 
 def controller_with(kube: FakeKube, gpus: int = 3) -> Controller:
     controller = Controller(OperatorConfig(), kube=kube)
+    controller.signals.leading = True  # it carries out decisions: the leader's work
     controller.inputs.observe_cluster_node(node("n1", {GPU: "8", "cpu": "64"}), deleted=False)
     controller.inputs.observe_quota_object(gpu_quota(gpus), deleted=False)
     return controller

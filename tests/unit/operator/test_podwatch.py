@@ -37,6 +37,8 @@ class Response:
     def __init__(
         self, chunks: list[bytes] = (), fail: BaseException | None = None, body: Any = None
     ) -> None:
+        if body is not None:  # a list's answer, read as it arrives
+            chunks = [json.dumps(body).encode()]
         self.content = Stream(list(chunks), fail)
         self.body = body
         self.closed = False
