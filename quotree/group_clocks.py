@@ -26,13 +26,17 @@ if TYPE_CHECKING:
     from quotree.gang_admission import GangAdmission
     from quotree.group_ledger import GroupLedger
 
-__all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "GroupClocks", "named"]
+__all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "INCOMPLETE_QUIET", "GroupClocks", "named"]
 
 #: The requeue backoff after the scheduling timeout: the first, doubling up to the last.
 BACKOFF_FIRST = 60.0
 BACKOFF_MAX = 3600.0
+#: An incomplete group's pods are told why they wait (a `Pending` event each, once) when
+#: it has been incomplete this long: the pods of a Job, or of any group made at once,
+#: arrive within a moment of each other and need no event per pod and arrival for that.
+INCOMPLETE_QUIET = 5.0
 
-Kind = Literal["incomplete", "placed", "backoff"]
+Kind = Literal["quiet", "incomplete", "placed", "backoff"]
 
 
 class GroupClocks:
@@ -53,7 +57,9 @@ class GroupClocks:
             _, _, kind, group = heapq.heappop(self._due)
             if book.groups.get(group.key) is not group:
                 continue  # its record went
-            if kind == "incomplete":
+            if kind == "quiet":
+                self._tell(book, group, now)
+            elif kind == "incomplete":
                 self._warn(group, now, out)
             elif kind == "placed":
                 if group.state == ADMITTED and not group.placed and not group.evicted:
@@ -67,9 +73,19 @@ class GroupClocks:
     def _start(self, book: GroupLedger, group: GroupRecord, now: float, out: Decisions) -> None:
         if group.state == INCOMPLETE and group.pods and group.incomplete_since is None:
             group.incomplete_since = now
+            self._set(now + INCOMPLETE_QUIET, "quiet", group)
             self._set(now + self._gangs.group_timeout, "incomplete", group)
         elif group.state == ADMITTED and not group.placed and not group.evicted:
             self._check_placed(book, group, now, out)
+
+    def _tell(self, book: GroupLedger, group: GroupRecord, now: float) -> None:
+        since = group.incomplete_since
+        if group.state != INCOMPLETE or group.told is not None or since is None:
+            return
+        if now - since < INCOMPLETE_QUIET:
+            return  # an entry of an earlier spell
+        group.told = set()
+        book.say_incomplete(group)
 
     def _warn(self, group: GroupRecord, now: float, out: Decisions) -> None:
         timeout = self._gangs.group_timeout

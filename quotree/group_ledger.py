@@ -169,7 +169,7 @@ class GroupLedger:
         if key in group.held:
             group.held.discard(key)
             record = self._unhold(key)
-            self._say_incomplete(group)
+            self.say_incomplete(group)
         else:
             record = self._intake.forget(key)
         if (
@@ -289,7 +289,7 @@ class GroupLedger:
                 return self.ledger.pods.get(key)
             group.held.add(key)
             record = self._hold(facts, "")
-            self._say_incomplete(group)
+            self.say_incomplete(group)
             self.look[group_key] = group  # its clock starts, if not yet
             return record
         self.ledger.grouped[key] = (group_key, self._rank(group, facts))
@@ -319,7 +319,7 @@ class GroupLedger:
         created = sorted(f.created for f in group.pods.values())
         group.completed = created[min(group.spec.min, len(created)) - 1]
         self.set_state(group, PENDING)
-        group.incomplete_since, group.warned = None, False
+        group.incomplete_since, group.warned, group.told = None, False, None
         for key in sorted(group.pods, key=lambda k: (group.pods[k].created, k)):
             facts = group.pods[key]
             if key in group.held:
@@ -342,9 +342,12 @@ class GroupLedger:
             self.ledger.grouped.pop(record.key, None)
             group.held.add(record.key)
             self._hold(record.facts, "")
-        self._say_incomplete(group)
+        self.say_incomplete(group)
 
-    def _say_incomplete(self, group: GroupRecord) -> None:
+    def say_incomplete(self, group: GroupRecord) -> None:
+        """The group's reason, on each pod it holds (what `why` reads); a pod is told it (a
+        `Pending` event) once per incomplete spell, and only once the spell has lasted
+        `group_clocks.INCOMPLETE_QUIET` (`GroupRecord.told`)."""
         if group.state != INCOMPLETE or not group.pods:
             return
         spec = group.spec
@@ -353,10 +356,11 @@ class GroupLedger:
             f"waiting: pod group {group.key} is incomplete: {len(group.pods)} of {need} pods "
             "exist; none of them holds quota until they all do"
         )
+        told = group.told
         for key in group.held:
-            record = self.ledger.pods[key]
-            if record.reason != group.reason:
-                record.reason = group.reason
+            self.ledger.pods[key].reason = group.reason
+            if told is not None and key not in told:
+                told.add(key)
                 self.ledger.unannounced[key] = group.reason
 
     def _hold_alone(self, facts: PodFacts, reason: str, job: str | None) -> PodRecord:

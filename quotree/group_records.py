@@ -56,6 +56,9 @@ class GroupRecord:
     #: admitted, all its pods bound to Nodes; requeue backoff (seconds) and its end.
     incomplete_since: float | None = None
     warned: bool = False
+    #: Its held pods told why they wait in this incomplete spell; None while the spell is
+    #: younger than `group_clocks.INCOMPLETE_QUIET`.
+    told: set[str] | None = None
     admitted_since: float | None = None
     placed: bool = False
     backoff: float = 0.0

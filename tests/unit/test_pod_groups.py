@@ -9,6 +9,7 @@ import dataclasses
 from builders import arrive, cohort, engine, pod, quota, states
 
 from quotree.engine import Engine
+from quotree.group_clocks import INCOMPLETE_QUIET
 from quotree.groups import GroupSpec, JobFacts
 from quotree.podfacts import PodFacts
 from tests.unit.objects import quota_config as eq
@@ -250,3 +251,35 @@ def test_in_a_forest_a_group_fits_in_every_tree_or_waits_whole() -> None:
     arrive(eng, *gang("team-a", "small", 3, 2))
     assert admitted(eng) == {f"team-a/small-{i}" for i in range(3)}
     assert eng.report("proj-x").used == {"x": 6}
+
+
+def test_a_group_whose_pods_arrive_together_tells_none_of_them_it_is_incomplete() -> None:
+    """Pods of a group made together (a Job's, say) wait a moment for each other: no
+    Pending event per pod and per arrival for that."""
+    eng = engine(quota("q", min=6, max=6), capacity=6, instant_evictions=False)
+    told: dict[str, str] = {}
+    for i, facts in enumerate(gang("q", "a", 4)):
+        eng.observe_pod(facts)
+        told.update(eng.decide(0.5 * i).pending)
+    assert admitted(eng) == {f"q/a-{i}" for i in range(4)}
+    assert told == {}
+
+
+def test_an_incomplete_group_tells_each_pod_once_after_the_quiet_spell() -> None:
+    eng = engine(quota("q", min=6, max=6), capacity=6, instant_evictions=False)
+    pods = gang("q", "a", 4)
+    for facts in pods[:2]:
+        eng.observe_pod(facts)
+    assert not eng.decide(0.0).pending
+    assert not eng.decide(INCOMPLETE_QUIET - 1).pending
+    out = eng.decide(INCOMPLETE_QUIET)
+    assert sorted(out.pending) == ["q/a-0", "q/a-1"]
+    assert "2 of 4 pods exist" in out.pending["q/a-0"]
+    eng.observe_pod(pods[2])
+    out = eng.decide(INCOMPLETE_QUIET + 1)
+    assert sorted(out.pending) == ["q/a-2"]  # the others were told already
+    assert "3 of 4 pods exist" in out.pending["q/a-2"]
+    assert "3 of 4 pods exist" in eng.pods["q/a-0"].reason  # `why` stays current
+    eng.observe_pod(pods[3])
+    assert not eng.decide(INCOMPLETE_QUIET + 2).pending
+    assert admitted(eng) == {f"q/a-{i}" for i in range(4)}
