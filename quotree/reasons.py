@@ -176,7 +176,8 @@ class Reasons:
             ancestor.name,
             tuple((r, short[r], ancestor.used[r], ancestor.runtime[r]) for r in short),
             tuple(
-                (x.quota, x.resource, x.amount, x.seconds is None or x.seconds > 0) for x in lenders
+                (x.quota, x.resource, x.amount, -1 if x.seconds is None else x.seconds > 0)
+                for x in lenders
             ),
         )
         if record.reason_key != key:
@@ -196,9 +197,9 @@ class Reasons:
     def _over(
         self, ancestor: TreeNode, tree: QuotaTree, *, fresh: bool = False
     ) -> list[admission.Lender]:
-        """What every quota below `ancestor` holds above its runtime, per resource (amount;
-        seconds 0.0, or None when its pods are already being evicted): kept for the round
-        unless `fresh`."""
+        """What every quota below `ancestor` holds above its runtime, per resource: the
+        part its pods being evicted give back (seconds None), then the rest (seconds 0.0);
+        kept for the round unless `fresh`."""
         lenders = None if fresh else self._lenders.get(ancestor)
         if lenders is None:
             lenders = []
@@ -209,8 +210,14 @@ class Reasons:
                     excess = quota.used[resource] - quota.runtime[resource]
                     if excess <= 0:
                         continue
-                    seconds = 0.0 if excess > evicting.get(resource, 0) else None
-                    lenders.append(admission.Lender(quota.name, resource, excess, seconds))
+                    # What its pods being evicted give back first, then the rest.
+                    going = min(excess, evicting.get(resource, 0))
+                    if going:
+                        lenders.append(admission.Lender(quota.name, resource, going, None))
+                    if excess > going:
+                        lenders.append(
+                            admission.Lender(quota.name, resource, excess - going, 0.0)
+                        )
             if not fresh:
                 self._lenders[ancestor] = lenders
         return lenders

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from builders import arrive as arrive_all
+from builders import engine, pod, quota
 from objects import quota_config
 from test_flavor_properties import FLAVORS, GPU, MODELS, gpu_pod
+from test_pod_groups import gang
 
 from quotree.engine import Engine, PodState
 from quotree.models import parse_node
@@ -82,3 +85,31 @@ def test_no_pod_moves_to_another_flavor_while_evictions_are_under_way() -> None:
     # q1/p3 stays on b while q0/p1 leaves: on c its demand would shrink q3's runtime.
     assert eng.pods["q1/p3"].flavor == "b"
     assert victims_go(eng, victims, 5.0) == {"q3/p5"}
+
+
+def _borrower_reclaimed_for(claimant: str, grouped: str) -> tuple[Engine, list[str]]:
+    """b borrows all 10 x; `claimant`'s pod of 4 (within its min of 5) reclaims 4 of b's
+    pods, which are being evicted; then a group of 2 arrives in `grouped` (min 2)."""
+    eng = engine(
+        quota(claimant, min=5, max=10),
+        quota("b", min=0, max=10),
+        quota(grouped, min=2, max=10),
+        capacity=10,
+        instant_evictions=False,
+    )
+    arrive_all(eng, *(pod("b", f"p{i}", 1) for i in range(10)))
+    eng.observe_pod(pod(claimant, "want", 4))
+    victims = [e.pod for e in eng.decide(1.0).evictions]
+    assert len(victims) == 4
+    for facts in gang(grouped, "g", 2):
+        eng.observe_pod(facts)
+    return eng, victims
+
+
+def test_a_pod_whose_victims_are_partly_gone_says_they_are_being_evicted() -> None:
+    eng, victims = _borrower_reclaimed_for("a", "c")
+    for key in victims[:2]:
+        eng.forget_pod(key)
+    eng.decide(2.0)
+    reason = eng.pods["a/want"].reason
+    assert reason.endswith("waits for 2 x lent to ElasticQuota b, being evicted"), reason
