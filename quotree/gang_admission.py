@@ -105,7 +105,12 @@ class GangAdmission:
         else:
             verdict = self._decider.seats.check(unit, name, here)
         if verdict.fits:
-            self._admit(group, name, node, members, out)
+            held = self._decider.planner.room_held(unit, self._decider.seats)
+            if held is None:
+                self._admit(group, name, node, members, out)
+            else:  # the room is being freed for another unit: looked at again next round
+                self._say(group, members, held, out)
+                self._decider.reasons.waiting_on_ancestor.add(name)
             return False
         never = self._never_fits(group, name, here, unit)
         if never is not None:

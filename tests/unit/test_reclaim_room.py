@@ -106,6 +106,23 @@ def _borrower_reclaimed_for(claimant: str, grouped: str) -> tuple[Engine, list[s
     return eng, victims
 
 
+def test_a_group_does_not_take_the_room_freed_for_another_unit() -> None:
+    for claimant, grouped in (("a", "c"), ("c", "a")):  # either quota decided first
+        eng, victims = _borrower_reclaimed_for(claimant, grouped)
+        for key in victims[:2]:  # half the victims are gone: room for the group, not yet
+            eng.forget_pod(key)  # for the pod they are evicted for
+        assert not eng.decide(2.0).admitted
+        assert eng.pods[f"{grouped}/g-0"].reason == (
+            f"waiting: the room it fits in is being freed for {claimant}/want "
+            "(victims being evicted)"
+        )
+        for key in victims[2:]:
+            eng.forget_pod(key)
+        out = eng.decide(3.0)
+        assert [key for key, _ in out.admitted] == [f"{claimant}/want"]
+        assert len(out.evictions) == 2  # and the group, within its min, reclaims its own
+
+
 def test_a_pod_whose_victims_are_partly_gone_says_they_are_being_evicted() -> None:
     eng, victims = _borrower_reclaimed_for("a", "c")
     for key in victims[:2]:
