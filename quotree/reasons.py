@@ -215,9 +215,7 @@ class Reasons:
                     if going:
                         lenders.append(admission.Lender(quota.name, resource, going, None))
                     if excess > going:
-                        lenders.append(
-                            admission.Lender(quota.name, resource, excess - going, 0.0)
-                        )
+                        lenders.append(admission.Lender(quota.name, resource, excess - going, 0.0))
             if not fresh:
                 self._lenders[ancestor] = lenders
         return lenders
