@@ -284,6 +284,10 @@ def why_not(
 
 
 def waiting_for_victims(record: PodRecord) -> str:
+    """The reason of a unit that waits for evictions under way: its own victims, or (none
+    asked for it) pods already leaving whose room is enough for it."""
+    if not record.victims:
+        return "waiting for pods being evicted or deleted to release their resources"
     return f"waiting for {len(record.victims)} preempted pods to release their resources"
 
 

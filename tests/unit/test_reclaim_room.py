@@ -5,6 +5,7 @@ another flavor (which would move the runtimes the plan counted on)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from builders import arrive as arrive_all
@@ -130,3 +131,16 @@ def test_a_pod_whose_victims_are_partly_gone_says_they_are_being_evicted() -> No
     eng.decide(2.0)
     reason = eng.pods["a/want"].reason
     assert reason.endswith("waits for 2 x lent to ElasticQuota b, being evicted"), reason
+
+
+def test_a_pod_that_waits_for_pods_leaving_on_their_own_does_not_count_zero_victims() -> None:
+    eng = engine(quota("q", min=2, max=2), capacity=2, instant_evictions=False)
+    arrive_all(eng, pod("q", "p0", 1, priority=1), pod("q", "p1", 1, priority=1))
+    leaving = eng.pods["q/p1"].facts
+    eng.observe_pod(dataclasses.replace(leaving, deleting=True, gated=False))  # deleted by its user
+    eng.observe_pod(pod("q", "p2", 1, priority=5))
+    out = eng.decide(5.0)
+    assert out.evictions == []  # the room of the pod being deleted is enough
+    assert out.pending["q/p2"] == (
+        "waiting for pods being evicted or deleted to release their resources"
+    )
