@@ -8,6 +8,8 @@ from __future__ import annotations
 from builders import arrive, engine, pod, quota, states
 
 from quotree.engine import Engine
+from quotree.flavor_spec import FlavorConfig
+from quotree.models import NodeConfig
 
 GPU = "nvidia.com/gpu"
 
@@ -67,3 +69,35 @@ def test_standing_still_comes_before_size() -> None:
     assert states(eng)["owner/mine"] == "admitted"
     assert reclaimed(eng) == ["batch/s6", "batch/s7"]
 
+
+def two_flavors(*configs: NodeConfig) -> Engine:
+    """GPU flavors a and b, 8 GPUs each."""
+    eng = engine(*configs, capacity={})
+    for flavor in "ab":
+        eng.set_flavor(FlavorConfig(flavor, {"flavor": flavor}))
+        eng.set_cluster_node(f"pool-{flavor}", {GPU: 8}, {"flavor": flavor})
+    return eng
+
+
+def flavored(name: str, min_each: int) -> NodeConfig:
+    return NodeConfig(
+        kind="ElasticQuota", name=name, namespace=name,
+        min={f"{GPU}@a": min_each, f"{GPU}@b": min_each},
+        max={f"{GPU}@a": 8, f"{GPU}@b": 8},
+        flavors=("a", "b"), flavored_resources=frozenset({GPU}),
+    )  # fmt: skip
+
+
+def test_reclaim_takes_the_flavor_where_it_leaves_least_idle() -> None:
+    # owner's pod may run on a or b and waits on a (its first flavor). On a, batch's one
+    # 8-GPU pod is all reclaim could take (7 GPUs idle); on b, one of its 1-GPU pods
+    # frees just the GPU: the pod's demand moves to b, and that pod goes.
+    eng = two_flavors(flavored("batch", 0), flavored("owner", 4))
+    arrive(eng, pod("batch", "train", {GPU: 8}, created=0, selector={"flavor": "a"}))
+    arrive(eng, *(pod("batch", f"s{i}", {GPU: 1}, created=1 + i, selector={"flavor": "b"})
+                  for i in range(8)))  # fmt: skip
+    assert all(state == "admitted" for state in states(eng).values())
+    arrive(eng, pod("owner", "mine", {GPU: 1}, created=20), now=1.0)
+    assert states(eng)["owner/mine"] == "admitted"
+    assert eng.pods["owner/mine"].flavor == "b"
+    assert reclaimed(eng) == ["batch/s7"]
