@@ -16,9 +16,16 @@ engine has admitted what it could. CPU time
 Versions are source folders (`--version after=. --version before=DIR`, DIR a `git
 archive` of the other version); every version sees the same events (same seed).
 
+`--mixed` is the issue's own story: GPU pods of two sizes (one 8-GPU pod and many 1-GPU
+pods per quota, `MIXED_SIZES`), in Cohorts of 4, where evicting an 8-GPU pod to lend
+out one GPU shows; the other shapes' pods all ask the same, so no eviction there can
+free more than the pod it is for needs.
+
 Run: .venv/bin/python bench/bench_reclaim_ab.py --version after=. --version before=DIR
-     [--size 1000] [--events 2000] [--rounds 2]
-Prints one JSON line per run, then a Markdown table of the medians over the rounds.
+     [--size 1000] [--events 2000] [--rounds 2] [--seeds 7,1,2] [--whole] [--mixed]
+Prints one JSON line per run, then a Markdown table of the medians over the rounds and
+seeds (the order of the versions alternates from one turn to the next), and with several
+seeds the counts per seed.
 """
 
 from __future__ import annotations
@@ -37,15 +44,82 @@ from typing import Any
 
 SHAPES = (0, 2)  # flavors
 
+#: `--mixed`: the issue's story, GPU pods of two sizes. Quotas of min 8 GPUs (max 24) in
+#: Cohorts of 4 under the root; each quota has 4 pods of 1 GPU, one of 8 GPUs, then 12
+#: of 1 GPU (created in that order: 3x its min, the 8-GPU pod runs when the quota has
+#: room to borrow for it); cpu and memory are not short. With flavors, each flavor has
+#: the same min, max and capacity, and each quota twice the pods.
+MIXED_SIZES = (1,) * 4 + (8,) + (1,) * 12
+MIXED_MIN_GPU, MIXED_PER_COHORT = 8, 4
+
+
+def build_mixed(bench: Any, n: int) -> tuple[Any, list[Any]]:
+    """The `--mixed` engine (contended: the cluster holds the sum of the mins), with the
+    version's own classes (as `bench_engine` imports them), and its pods, none observed."""
+    gpu, flavors, gi = bench.GPU, list(bench.FLAVORS), bench.GI
+    engine = bench.Engine(reclaim_delay=30.0, options=bench.OPTIONS)
+    for flavor in flavors:
+        engine.set_flavor(bench.FlavorConfig(flavor, {"flavor": flavor}))
+    mins = {"cpu": 4000, "memory": 16 * gi, gpu: MIXED_MIN_GPU}
+    maxes = {"cpu": 8000, "memory": 32 * gi, gpu: 3 * MIXED_MIN_GPU}
+
+    def split(amounts: dict[str, int], times: int = 1) -> dict[str, int]:
+        if not flavors:
+            return {r: v * times for r, v in amounts.items()}
+        out = {r: v * times for r, v in amounts.items() if r != gpu}
+        out.update({f"{gpu}@{f}": amounts[gpu] * times for f in flavors})
+        return out
+
+    extra: dict[str, Any] = (
+        {"flavors": tuple(flavors), "flavored_resources": frozenset({gpu})} if flavors else {}
+    )
+    quotas = []
+    for c in range(max(n // MIXED_PER_COHORT, 1)):
+        cohort = f"c-{c}"
+        engine.set_config(
+            bench.NodeConfig(kind="Cohort", name=cohort, min=split(mins, MIXED_PER_COHORT), **extra)
+        )
+        for q in range(MIXED_PER_COHORT):
+            config = bench.NodeConfig(
+                kind="ElasticQuota", name=f"q-{c}-{q}", namespace=f"ns-{c}-{q}",
+                parent=cohort, min=split(mins), max=split(maxes), **extra,
+            )  # fmt: skip
+            engine.set_config(config)
+            quotas.append(config)
+    total = {r: v * len(quotas) for r, v in mins.items()}
+    for flavor in flavors:
+        engine.set_cluster_node(f"pool-{flavor}", {gpu: total[gpu]}, {"flavor": flavor})
+    engine.set_cluster_node("pool", {r: v for r, v in total.items() if r != gpu or not flavors})
+    for tree in engine.trees.values():
+        tree.settle()
+    pods, clock, k = [], 0.0, max(len(flavors), 1)
+    sizes = [gpus for gpus in MIXED_SIZES for _ in range(k)]
+    for config in quotas:
+        for i, gpus in enumerate(sizes):
+            clock += 1.0
+            request = {"cpu": 100, "memory": gi // 4, gpu: gpus}
+            pods.append(
+                bench.PodFacts(
+                    namespace=config.namespace, name=f"p{i}", request=request,
+                    created=clock, gated=True,
+                )
+            )  # fmt: skip
+    return engine, pods
+
 
 def run_one(  # noqa: PLR0917 (the child run's command line, in order)
-    folder: str, size: int, flavors: int, events: int, seed: int, whole: bool
+    folder: str, size: int, flavors: int, events: int, seed: int, whole: bool, mixed: bool
 ) -> dict[str, Any]:
     """One version, one shape: the counts and CPU times (in this process)."""
     sys.path.insert(0, str(Path(folder) / "bench"))
     bench = importlib.import_module("bench_engine")
     bench.FLAVORS[:] = [f"f{i}" for i in range(flavors)]
-    engine, pods = bench.build_engine(size, True)
+    if mixed:
+        engine, pods = build_mixed(bench, size)
+        for facts in pods:
+            engine.observe_pod(facts)
+    else:
+        engine, pods = bench.build_engine(size, True)
     gpu = bench.GPU
     gpus = [r for r in engine.tree.root.resources if r == gpu or r.startswith(gpu + "@")]
 
@@ -133,33 +207,35 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seeds", help="several seeds, comma-separated (overrides --seed)")
     parser.add_argument(
         "--whole", action="store_true", help="events move a quota's pods all at once"
+    )
+    parser.add_argument(
+        "--mixed", action="store_true", help="the issue's story: 8-GPU and 1-GPU pods"
     )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # folder,flavors: a child run
     args = parser.parse_args()
     if args.one:
         folder, flavors = args.one.split(",")
-        result = run_one(folder, args.size, int(flavors), args.events, args.seed, args.whole)
+        result = run_one(
+            folder, args.size, int(flavors), args.events, args.seed, args.whole, args.mixed
+        )
         print(json.dumps(result))
         return
     versions = [v.split("=", 1) for v in args.version]
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for round_ in range(args.rounds):
-        order = versions if round_ % 2 == 0 else list(reversed(versions))
-        for flavors in SHAPES:
-            for name, folder in order:
-                env = {**os.environ, "PYTHONPATH": str(Path(folder).resolve())}
-                out = subprocess.run(
-                    [sys.executable, __file__, "--version", f"{name}={folder}",
-                     "--one", f"{Path(folder).resolve()},{flavors}",
-                     "--size", str(args.size), "--events", str(args.events),
-                     "--seed", str(args.seed), *(["--whole"] if args.whole else [])],
-                    env=env, capture_output=True, text=True, check=True,
-                )  # fmt: skip
-                result = json.loads(out.stdout.splitlines()[-1])
-                print(json.dumps({"version": name, "flavors": flavors, **result}), flush=True)
-                results.setdefault((name, flavors), []).append(result)
+    turn = 0
+    for seed in seeds:
+        for _ in range(args.rounds):
+            order = versions if turn % 2 == 0 else list(reversed(versions))
+            turn += 1
+            for flavors in SHAPES:
+                for name, folder in order:
+                    result = child(args, name, folder, flavors, seed)
+                    print(json.dumps({"version": name, "flavors": flavors, **result}), flush=True)
+                    results.setdefault((name, flavors), []).append(result)
     print()
     print(
         "| flavors | version | admitted | evicted | evictions per admitted pod | "
@@ -181,6 +257,45 @@ def main() -> None:
                 f"{100 * med('idle_gpu_after_evictions'):.3f}% | "
                 f"{med('cpu_per_arrival_ms'):.2f} / {med('cpu_per_arrival_p50_ms'):.2f} |"
             )
+    if len(seeds) > 1:  # per seed: the counts (they do not depend on the load)
+        print()
+        names = [name for name, _ in versions]
+        print(
+            f"| flavors | seed | evictions per admitted pod ({' / '.join(names)}) | "
+            f"GPUs idle just after evictions ({' / '.join(names)}) |"
+        )
+        print("| --- | --- | --- | --- |")
+        for flavors in SHAPES:
+            for seed in seeds:
+                per = [[r for r in results[(n, flavors)] if r["seed"] == seed] for n in names]
+                epa = " / ".join(
+                    f"{statistics.median(r['evictions_per_admitted'] for r in runs):.3f}"
+                    for runs in per
+                )
+                idle = " / ".join(
+                    f"{100 * median(runs, 'idle_gpu_just_after_evictions'):.3f}%" for runs in per
+                )
+                print(f"| {flavors} | {seed} | {epa} | {idle} |")
+
+
+def median(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def child(
+    args: argparse.Namespace, name: str, folder: str, flavors: int, seed: int
+) -> dict[str, Any]:
+    """One run, in a process of its own with the version's folder first on the path."""
+    env = {**os.environ, "PYTHONPATH": str(Path(folder).resolve())}
+    out = subprocess.run(
+        [sys.executable, __file__, "--version", f"{name}={folder}",
+         "--one", f"{Path(folder).resolve()},{flavors}",
+         "--size", str(args.size), "--events", str(args.events),
+         "--seed", str(seed), *(["--whole"] if args.whole else []),
+         *(["--mixed"] if args.mixed else [])],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return {**json.loads(out.stdout.splitlines()[-1]), "seed": seed}
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ request, quota, priority, preemptibility); a pod group plugs in with the same.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from quotree.accounts import TreeNode
@@ -24,6 +23,7 @@ from quotree.decisions import Decisions
 from quotree.eviction import Eviction, over_runtime, preemption_victims, reclaim_reason
 from quotree.fit import Fit, Rule
 from quotree.ledger import Ledger
+from quotree.plans import Clock, Flavors, Plan, Step
 from quotree.pods import Claimant, PodRecord, QuotaPods
 from quotree.reclaim import Refusal, reclaim_choice, trial, within_guarantee
 from quotree.trees import Forest
@@ -31,7 +31,7 @@ from quotree.trees import Forest
 if TYPE_CHECKING:
     from quotree.group_ledger import GroupLedger
 
-__all__ = ["Clock", "EvictionPlanner", "Lenders", "Plan"]
+__all__ = ["Clock", "EvictionPlanner", "Flavors", "Lenders", "Plan"]
 
 #: The quotas above their runtime below the member where a unit is short (the verdict's),
 #: with their pods; True: as they are now, not as the round found them.
@@ -40,31 +40,6 @@ Lenders = Callable[[Fit, bool], Iterable[tuple[TreeNode, QuotaPods]]]
 #: How many steps (a preemption or a reclaim, in one tree) a plan takes at most: a unit
 #: short in several trees needs one or two per tree.
 PLAN_STEPS = 8
-
-
-@dataclass(slots=True)
-class Plan:
-    """What planning for one unit came to: `evicted` when it asked for evictions; else the
-    last verdict it reached (`verdict`: where the unit waits) and, when reclaim would not
-    pay, why (`refusal`)."""
-
-    evicted: bool
-    verdict: Fit
-    refusal: Refusal | None = None
-    #: It needs no new eviction: it fits once the evictions under way are done.
-    waits_for_evictions: bool = False
-
-
-@dataclass(slots=True)
-class Clock:
-    """Since when a unit waits for lent quota, and whether it was planned for since its
-    reclaim delay passed (the decision loop looks at its quota once more when not)."""
-
-    since: float
-    tried: bool = False
-    #: Before the delay, what the last dry run found (`EvictionPlanner._dry_run`): the
-    #: numbers it was made on, and the refusal (None: reclaim would pay).
-    dry: tuple[object, Refusal | None] | None = None
 
 
 class EvictionPlanner(ClaimBook):
@@ -144,6 +119,7 @@ class EvictionPlanner(ClaimBook):
         lowest: dict[str, int],
         now: float,
         out: Decisions,
+        flavors: Flavors | None = None,
     ) -> Plan:
         """Plan evictions for a pending unit that does not fit (`verdict`), and ask for them
         when it then fits (`check`: where the admission check finds it short, in each tree
@@ -153,7 +129,8 @@ class EvictionPlanner(ClaimBook):
         runtime below the member short. `lowest` keeps, per quota, the lowest priority of
         its possible victims for one scan; `clock()`: the unit's reclaim clock (started
         when first asked for). Units alike that came to no eviction are answered from
-        `_memo` until something is admitted or evicted, or the round ends."""
+        `_memo` until something is admitted or evicted, or the round ends. `flavors`: a pod's
+        other flavors, where reclaim may take fewer pods (`_elsewhere`)."""
         key: tuple[object, ...] | None = None
         if not record.also:  # one tree: the verdict and the numbers below it say it all
             due = verdict.broken is Rule.ANCESTOR and self._may_reclaim(record, clock, now)
@@ -164,10 +141,50 @@ class EvictionPlanner(ClaimBook):
             known = self._memo.get(key)
             if known is not None:
                 return known
-        plan = self._plan(record, verdict, check, lenders, clock, lowest, now, out)
+        ask = flavors is None or self.under_way()
+        plan = self._plan(record, verdict, check, lenders, clock, lowest, now, out, ask=ask)
+        if plan.steps is not None:
+            assert flavors is not None
+            plan = self._elsewhere(record, plan, flavors, check, lenders, clock, lowest, now, out)
         if key is not None and not plan.evicted:
             self._memo[key] = plan
         return plan
+
+    def _elsewhere(  # noqa: PLR0917 (plan's arguments, passed on)
+        self,
+        record: Claimant,
+        plan: Plan,
+        flavors: Flavors,
+        check: Callable[[], list[Fit]],
+        lenders: Lenders,
+        clock: Callable[[], Clock],
+        lowest: dict[str, int],
+        now: float,
+        out: Decisions,
+    ) -> Plan:
+        """`plan` (made without asking, on the pod's flavor) or, when it takes more than one
+        pod or frees more than the pod needs, the plan on another flavor of the pod's where
+        reclaim takes fewer pods (then frees less beyond the shortfall): the pod's demand
+        moves there, and the evictions are asked for. Only where the pod is short of lent
+        quota alone (in-quota preemption stays where placement put it)."""
+        home, best, where = flavors.home, plan, flavors.home
+        if plan.cost() > (1, 0):
+            fresh: Lenders = lambda verdict, _: lenders(verdict, True)  # noqa: E731
+            for flavor in flavors.flavors:
+                if flavor == home:
+                    continue
+                flavors.move(flavor)
+                broken = check()
+                if not broken or any(v.broken is not Rule.ANCESTOR for v in broken):
+                    continue
+                there = self._plan(
+                    record, broken[0], check, fresh, clock, lowest, now, out, ask=False
+                )
+                if there.steps and there.cost() < best.cost():
+                    best, where = there, flavor
+            flavors.move(where)
+        assert best.steps is not None
+        return self._ask(record, best.steps, best.verdict, out)
 
     def _plan(  # noqa: PLR0917 (plan's arguments, passed on)
         self,
@@ -179,8 +196,11 @@ class EvictionPlanner(ClaimBook):
         lowest: dict[str, int],
         now: float,
         out: Decisions,
+        *,
+        ask: bool = True,
     ) -> Plan:
-        steps: list[tuple[Literal["Preempted", "Reclaimed"], str, list[PodRecord]]] = []
+        """The steps that let the unit in, asked for (or, `ask` False, returned in `steps`)."""
+        steps: list[Step] = []
         refusal = None
         with trial(self.forest) as taken:
             claimed: set[str] = set()
@@ -222,7 +242,11 @@ class EvictionPlanner(ClaimBook):
                     victims = []
                 if not victims:
                     return Plan(False, verdict, refusal)
-                steps.append((kind, reason, victims))
+                excess = sum(
+                    sum(v.request_in(v.quota or "").get(r, 0) for v in victims) - amount
+                    for r, amount in verdict.amounts.items()
+                )
+                steps.append(Step(kind, reason, victims, max(excess, 0)))
                 taken.take(victims)
                 broken = check()
             if broken:
@@ -231,14 +255,20 @@ class EvictionPlanner(ClaimBook):
             # It fits once the evictions under way are done (those for other units, and
             # any whose unit was admitted meanwhile): nothing to ask, it waits for them.
             return Plan(False, verdict, waits_for_evictions=bool(orphans))
+        if not ask:
+            return Plan(False, verdict, steps=steps)
+        return self._ask(record, steps, verdict, out)
+
+    def _ask(self, record: Claimant, steps: list[Step], verdict: Fit, out: Decisions) -> Plan:
+        """Ask for the steps' evictions: the room their victims leave is the unit's."""
         events = [
-            (victim, kind, self._event(kind, reason, victim))
-            for kind, reason, victims in steps
-            for victim in victims
+            (victim, step.kind, self._event(step.kind, step.reason, victim))
+            for step in steps
+            for victim in step.victims
         ]
         for victim, kind, event in events:
             self.evict(victim, kind, event, out)
-        record.victims = frozenset(v.key for _, _, victims in steps for v in victims)
+        record.victims = frozenset(v.key for step in steps for v in step.victims)
         assert record.quota is not None
         self.claims[record.key] = record.quota
         self._flight = None

@@ -3,7 +3,8 @@
 Why a module of its own: semantics.md's "Reclaim ..., and only when it pays" is a rule
 about one waiting unit and the quotas that hold more than their runtime below the member
 where it is short. This part answers two questions for it: which admitted pods to take
-(over-quota before in-quota, then lowest priority, then latest admitted; a minimal set)
+(over-quota before in-quota, then lowest priority; within that, the fewest pods that free
+the shortfall, leaving least of it idle, then the latest admitted; a minimal set)
 and whether taking them pays (a quota that stays within its guarantee always gets
 reclaim; a borrower takes from another borrower only while, where the two meet, the
 victim's side still borrows at least as much by weight afterwards). `Trial` takes pods out
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import groupby
 from typing import TYPE_CHECKING
 
 from quotree.accounts import TreeNode
@@ -169,12 +171,12 @@ def reclaim_choice(
                 labels[record.key] = OVER_QUOTA if over else IN_QUOTA
                 where[record.key] = node
                 candidates.append(record)
-    candidates.sort(
-        key=lambda r: (
-            labels[r.key] != OVER_QUOTA, r.facts.priority, r.key not in whole.joined,
-            -r.admitted_seq,
-        )
-    )  # fmt: skip
+
+    def rank(r: PodRecord) -> tuple[bool, int, bool]:
+        """The order of semantics.md: over-quota first, lowest priority, joined pods first."""
+        return labels[r.key] != OVER_QUOTA, r.facts.priority, r.key not in whole.joined
+
+    candidates.sort(key=lambda r: (*rank(r), -r.admitted_seq))
 
     def refusal(chosen: list[PodRecord]) -> Refusal | None:
         if within:
@@ -204,19 +206,26 @@ def reclaim_choice(
             for r, amount in short.items()
         )
 
+    # One rank after the other (semantics.md's order); within a rank, the fewest pods that
+    # free the shortfall, leaving least of it idle (`_best_fit`), the latest admitted
+    # among equals. A pod whose taking would not pay is passed over.
     chosen: list[PodRecord] = []
     first_refusal: Refusal | None = None
-    for record in candidates:
-        if not missing(chosen):
-            break
-        charge = record.request_in(where[record.key].name)
-        if not any(charge.get(r, 0) > 0 and _still(chosen, where, r, short) for r in short):
-            continue
-        chosen.append(record)
-        why = refusal(chosen)
-        if why is not None:
-            chosen.pop()
-            first_refusal = first_refusal or why
+    for _, alike in groupby(candidates, key=rank):
+        pool = list(alike)
+        while pool and missing(chosen):
+            left = {r: a - _freed_in(chosen, where, r) for r, a in short.items()}
+            left = {r: a for r, a in left.items() if a > 0}
+            for record in _best_fit(pool, where, left):
+                pool = [other for other in pool if other is not record]
+                chosen.append(record)
+                why = refusal(chosen)
+                if why is None:
+                    break
+                chosen.pop()
+                first_refusal = first_refusal or why
+            else:
+                break  # nothing more of this rank helps, or pays
     if missing(chosen):
         return [], first_refusal
     # A minimal set: give back the victims not needed, most important first; an over-quota
@@ -232,12 +241,33 @@ def reclaim_choice(
     return whole.expand(chosen), None
 
 
-def _still(
-    chosen: list[PodRecord], where: Mapping[str, TreeNode], resource: str, short: Mapping[str, int]
-) -> bool:
-    """`short` is not yet freed in `resource` by `chosen`."""
-    freed = sum(v.request_in(where[v.key].name).get(resource, 0) for v in chosen)
-    return freed < short[resource]
+def _freed_in(chosen: list[PodRecord], where: Mapping[str, TreeNode], resource: str) -> int:
+    """What `chosen` free in `resource`."""
+    return sum(v.request_in(where[v.key].name).get(resource, 0) for v in chosen)
+
+
+def _best_fit(
+    pool: list[PodRecord], where: Mapping[str, TreeNode], left: Mapping[str, int]
+) -> list[PodRecord]:
+    """The candidates of `pool` (one rank, latest admitted first) that free some of `left`
+    (what is still short), best first: those that free all of it alone, the least left
+    idle first; then the others, the most freed first (the fewest victims). Equals keep
+    their order. Amounts are compared as fractions of what is short in each resource."""
+
+    def key(item: tuple[int, PodRecord]) -> tuple[bool, float, int]:
+        index, record = item
+        charge = record.request_in(where[record.key].name)
+        gives = {r: charge.get(r, 0) for r in left}
+        if all(gives[r] >= left[r] for r in left):
+            return False, sum((gives[r] - left[r]) / left[r] for r in left), index
+        return True, -sum(min(gives[r], left[r]) / left[r] for r in left), index
+
+    helping = [
+        (index, record)
+        for index, record in enumerate(pool)
+        if any(record.request_in(where[record.key].name).get(r, 0) > 0 for r in left)
+    ]
+    return [record for _, record in sorted(helping, key=key)]
 
 
 class Trial:
