@@ -11,6 +11,7 @@ should be made to look like; time comes in as an argument.
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 
 from quotree import admission, fit
@@ -115,7 +116,8 @@ class Decider:
             self.reasons.set(record, held, out)
             self.reasons.waiting_on_ancestor.add(name)  # looked at again next round
             return
-        self.admit(record, f"fits in ElasticQuota {name}{how}")
+        # One string per quota (and way), shared by its admitted pods' records.
+        self.admit(record, sys.intern(f"fits in ElasticQuota {name}{how}"))
         self._admitted(out, record, admission.fit_message(name, node, record))
 
     def _admitted(self, out: Decisions, record: PodRecord, message: str) -> None:

@@ -18,7 +18,16 @@ from quotree.accounts import TreeNode
 from quotree.deferral import node_margin, quota_margin
 from quotree.structure import ROOT
 
-__all__ = ["Deferred", "DeferredSubtrees"]
+__all__ = ["Deferred", "DeferredSubtrees", "Report"]
+
+#: What a settle reports (`settling.settle_resource`): the quotas whose runtime changed,
+#: the members that gained room, the members that moved (None: not kept), the quotas to
+#: look at again for `QuotaTree.over_below`.
+Report = tuple[set[str], set[str], set[str] | None, set[TreeNode]]
+
+#: A distributing member's state that a redistribution rewrites: roomy, last total, last
+#: scale total, sum of bases.
+_State = tuple[bool, int, int, int]
 
 
 class _Cascade(Protocol):
@@ -138,6 +147,64 @@ class DeferredSubtrees:
             return True
         return False
 
+    def rise_back(
+        self,
+        cohort: TreeNode,
+        resource: str,
+        entry: Deferred,
+        report: Report,
+    ) -> bool:
+        """The deferred `cohort`'s runtime rose back to the total its subtree's runtimes are
+        those of (a reclaim gave back what an arrival took), after a settle saw it lower:
+        the runtimes below are right as they are, and what must be reported is how they
+        differ from the last settle's. Found with one redistribution (silent, to the last
+        settle's total) and a walk that compares and puts the runtimes back, instead of
+        `materialize`'s two redistributions. The subtree is no longer deferred. False (and
+        nothing done) in any other case. `report`: the settle's sets, as
+        `settling.settle_resource` fills them."""
+        boundary = entry.boundary
+        if (
+            boundary is None
+            or cohort.runtime[resource] != entry.reflected
+            or cohort.sum_min[resource] > cohort.guarantee[resource]
+        ):
+            return False
+        self._forget(cohort, resource)
+        kept = _snapshot(cohort, resource)
+        now = cohort.runtime[resource]
+        cohort.runtime[resource] = boundary
+        self._cascade(cohort, resource, report=False)
+        cohort.runtime[resource] = now
+        changed, grown, moved, recheck = report
+        for node, (runtime, guarantee, state) in kept.items():
+            if state is not None:
+                node.roomy[resource], node.last_total[resource] = state[0], state[1]
+                node.last_scale_total[resource], node.sum_base[resource] = state[2], state[3]
+            if node is cohort:
+                continue
+            was_runtime, was_guarantee = node.runtime[resource], node.guarantee[resource]
+            if was_runtime == runtime and was_guarantee == guarantee:
+                continue
+            if runtime > was_runtime or guarantee > was_guarantee:
+                grown.add(node.name)
+            node.runtime[resource], node.guarantee[resource] = runtime, guarantee
+            if moved is not None:
+                moved.add(node.name)
+            if node.is_quota:
+                changed.add(node.name)
+                recheck.add(node)
+        return True
+
+    def _forget(self, cohort: TreeNode, resource: str) -> Deferred:
+        """Take `cohort` off the deferred subtrees in `resource`; returns its entry."""
+        entry = self.by_resource[resource].pop(cohort)
+        resources = self.at[cohort]
+        resources.discard(resource)
+        if not resources:
+            del self.at[cohort]
+        self.moved.discard((resource, cohort))
+        return entry
+
     def materialize(self, cohort: TreeNode, resource: str, *, to_last: bool = True) -> None:
         """Bring the deferred subtree up to date: first, without reporting, to the runtimes
         of the last settle() (reported, and skipped by the decider, back then), then, with
@@ -146,12 +213,7 @@ class DeferredSubtrees:
         second step is left to the caller, which redistributes the subtree from the
         Cohort's runtime now at once (reporting the changes from the last settle's runtimes,
         all the decider needs)."""
-        entry = self.by_resource[resource].pop(cohort)
-        resources = self.at[cohort]
-        resources.discard(resource)
-        if not resources:
-            del self.at[cohort]
-        self.moved.discard((resource, cohort))
+        entry = self._forget(cohort, resource)
         now = cohort.runtime[resource]
         if entry.boundary is not None:
             cohort.runtime[resource] = entry.boundary
@@ -199,3 +261,23 @@ class DeferredSubtrees:
                 self.materialize(cohort, resource)
             else:
                 entry.boundary = cohort.runtime[resource]
+
+
+def _snapshot(cohort: TreeNode, resource: str) -> dict[TreeNode, tuple[int, int, _State | None]]:
+    """`cohort` and every member below it in `resource`: its runtime and guarantee there,
+    and, for a Cohort, what its distribution keeps (None for a quota)."""
+    kept: dict[TreeNode, tuple[int, int, _State | None]] = {}
+    stack = [cohort]
+    while stack:
+        node = stack.pop()
+        state: _State | None = None
+        if not node.is_quota and resource in node.children_in:
+            state = (
+                node.roomy[resource],
+                node.last_total[resource],
+                node.last_scale_total[resource],
+                node.sum_base[resource],
+            )
+            stack.extend(node.children_in[resource])
+        kept[node] = (node.runtime[resource], node.guarantee[resource], state)
+    return kept

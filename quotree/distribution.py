@@ -10,6 +10,8 @@ demand, nothing moves.
 
 from __future__ import annotations
 
+from operator import add, sub
+
 from quotree.accounts import ChildLists, TreeNode
 from quotree.sharing import proportional, water_fill
 
@@ -107,20 +109,29 @@ def distribute(
         guarantees = lists.guarantees
     else:
         guarantees = lists.mins
+    # Lists built by `map` over C functions: this runs for every child of every saturated
+    # distribution (a Cohort of 100 quotas, several times per pod event).
     demands = [child.demand[resource] for child in children]
-    bases = [d if d < g else g for d, g in zip(demands, guarantees, strict=True)]
+    bases = list(map(min, demands, guarantees))
     sum_base = parent.sum_base[resource] = sum(bases)
     leftover = total - sum_base
     if leftover > 0:
-        needs = [d - b for d, b in zip(demands, bases, strict=True)]
+        needs = list(map(sub, demands, bases))
         extra = water_fill(leftover, needs, lists.weights, lists.names)
-        runtimes = [b + e for b, e in zip(bases, extra, strict=True)]
+        runtimes = list(map(add, bases, extra))
     else:
         runtimes = bases
-    # `_grows`, inlined: this runs for every child of every saturated distribution.
-    for child, g, runtime in zip(children, guarantees, runtimes, strict=True):
-        had, held = child.runtime, child.guarantee
-        old_runtime, old_guarantee = had.get(resource), held.get(resource)
+    # The children whose runtime or guarantee differ from what they hold, found by
+    # comparing whole lists first (most children of a saturated parent move together, but
+    # when its guarantees stayed only those whose share moved are visited).
+    old_runtimes = [child.runtime.get(resource) for child in children]
+    old_guarantees = [child.guarantee.get(resource) for child in children]
+    if runtimes == old_runtimes and guarantees == old_guarantees:
+        return changed
+    # `_grows`, inlined.
+    for child, g, runtime, old_runtime, old_guarantee in zip(
+        children, guarantees, runtimes, old_runtimes, old_guarantees, strict=True
+    ):
         if old_runtime != runtime or old_guarantee != g:
             if grown is not None and (
                 old_runtime is None
@@ -129,8 +140,8 @@ def distribute(
                 or g > old_guarantee
             ):
                 grown.add(child.name)
-            had[resource] = runtime
-            held[resource] = g
+            child.runtime[resource] = runtime
+            child.guarantee[resource] = g
             changed.append(child)
     return changed
 

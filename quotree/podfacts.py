@@ -27,7 +27,7 @@ from quotree.groups import (
 from quotree.models import ADMISSION_GATE, PREEMPTIBLE_LABEL, ConfigError
 from quotree.quantity import QuantityError, add_amounts, parse_quantity
 
-__all__ = ["NodeSelectorTerm", "PodFacts", "effective_request", "pod_facts"]
+__all__ = ["NodeSelectorTerm", "PodFacts", "effective_request", "pod_facts", "shared_request"]
 
 
 #: One term of a required node affinity: (key, operator, values) expressions, all must hold.
@@ -136,6 +136,26 @@ def effective_request(pod_spec: Mapping[str, Any], pod_label: str = "?") -> dict
     return {name: amount for name, amount in running.items() if amount > 0}
 
 
+#: One dict per distinct request, shared by the pods that ask it (a Deployment's or a Job's
+#: pods ask the same): a request dict is never changed once made (what a pod is charged
+#: elsewhere is a dict of its own, `PodRecord.charged`). Up to `_SHARED_KEPT` distinct
+#: requests are kept; a request beyond them keeps a dict of its own.
+_SHARED: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+_SHARED_KEPT = 4096
+
+
+def shared_request(request: dict[str, int]) -> dict[str, int]:
+    """The dict equal to `request` that earlier pods hold, else `request` itself (kept for
+    the next pods): about 120 bytes less for each pod that asks what another asked."""
+    key = tuple(request.items())
+    found = _SHARED.get(key)
+    if found is not None:
+        return found
+    if len(_SHARED) < _SHARED_KEPT:
+        _SHARED[key] = request
+    return request
+
+
 def _timestamp(value: object) -> float | None:
     if isinstance(value, datetime):
         moment = value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -185,7 +205,10 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
     priority = spec.get("priority")
     node_name = spec.get("nodeName") or None
     selector = spec.get("nodeSelector")
-    labels = {sys.intern(k): v for k, v in (metadata.get("labels") or {}).items()}
+    labels = {
+        sys.intern(k): sys.intern(v) if type(v) is str else v
+        for k, v in (metadata.get("labels") or {}).items()
+    }
     annotations = metadata.get("annotations") or {}
     notes: Mapping[str, str] = _NO_SELECTOR  # the same shared empty map
     if POD_GROUP_SIZE_ANNOTATION in annotations or POD_GROUP_MIN_ANNOTATION in annotations:
@@ -202,11 +225,12 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
             raise
         group = None  # its Job's facts complete it
     # Strings that thousands of pods repeat are kept once (interned): namespaces, label
-    # keys, node names, phases, resource names (issue 12: memory per pod).
+    # keys and values, node names, phases, resource names (issue 12: memory per pod); pods
+    # that ask the same share one request dict (`shared_request`).
     return PodFacts(
         namespace=sys.intern(namespace),
         name=name,
-        request=effective_request(spec, label),
+        request=shared_request(effective_request(spec, label)),
         labels=labels,
         priority=int(priority) if isinstance(priority, int) else 0,
         created=default_created if created is None else created,

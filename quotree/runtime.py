@@ -83,7 +83,9 @@ class QuotaTree:
         # None: every node may have (a rebuild). The operator writes only their statuses.
         self._moved: set[str] | None = None
         # The quotas whose used is above their runtime in some resource (`over_below`), and
-        # those whose used or runtime moved since it was last brought up to date.
+        # those that may have left it since it was last brought up to date: used moved, or
+        # runtime moved while in it (a settle adds a quota whose runtime fell below its used
+        # to `_over` at once, `settling.settle_resource`).
         self._over: set[TreeNode] = set()
         self._recheck: set[TreeNode] = set()
 
@@ -344,6 +346,7 @@ class QuotaTree:
                         changed=self.changed_quotas,
                         grown=self._grown,
                         moved=self._moved,
+                        over=self._over,
                         recheck=self._recheck,
                     )
             self._dirty = {}
@@ -369,5 +372,6 @@ class QuotaTree:
             changed=self.changed_quotas if report else None,
             grown=self._grown if report else None,
             moved=self._moved,
+            over=self._over,
             recheck=self._recheck,
         )

@@ -35,13 +35,16 @@ def settle_resource(
     changed: set[str],
     grown: set[str],
     moved: set[str] | None,
+    over: set[TreeNode],
     recheck: set[TreeNode],
 ) -> None:
     """Redo the `dirty` parents in one resource, and the children of theirs that moved.
 
     `changed` receives the quotas whose runtime changed, `grown` the nodes whose room
-    may have grown, `moved` (unless None) every node whose runtime changed, `recheck`
-    the quotas whose runtime changed (`QuotaTree.over_below` looks at them again)."""
+    may have grown, `moved` (unless None) every node whose runtime changed. A quota whose
+    runtime changed goes into `over` when its used is now above it (`QuotaTree.over_below`'s
+    set), or into `recheck` when it was in `over` (it may have left it): one comparison per
+    quota that moved, not one per resource it takes part in."""
     counter = itertools.count()
     heap = [(parent.depth, next(counter), parent) for parent in dirty]
     heapq.heapify(heap)
@@ -57,11 +60,16 @@ def settle_resource(
                 moved.add(child.name)
             if child.is_quota:
                 changed.add(child.name)
-                recheck.add(child)
+                if child.used[resource] > child.runtime[resource]:
+                    over.add(child)
+                elif child in over:
+                    recheck.add(child)
             elif resource in child.children_in and child not in dirty:
                 entry = deferred.get(child) if deferred else None
                 if entry is not None:
                     if subtrees.still_deferred(child, resource, entry):
+                        continue
+                    if subtrees.rise_back(child, resource, entry, (changed, grown, moved, recheck)):
                         continue
                     subtrees.materialize(child, resource, to_last=False)
                     dirty[child] = None  # redistributed from its runtime now, reported
@@ -85,10 +93,11 @@ def cascade(
     changed: set[str] | None,
     grown: set[str] | None,
     moved: set[str] | None,
+    over: set[TreeNode],
     recheck: set[TreeNode],
 ) -> None:
     """Redistribute `cohort`'s subtree top-down from its present runtime (a deferred
-    subtree brought up to date); `changed`, `grown`, `moved`, `recheck` as for
+    subtree brought up to date); `changed`, `grown`, `moved`, `over`, `recheck` as for
     `settle_resource`, None: not noted."""
     dirty: Dirty = {cohort: None}
     counter = itertools.count()
@@ -100,7 +109,10 @@ def cascade(
             if moved is not None:
                 moved.add(child.name)
             if child.is_quota:
-                recheck.add(child)
+                if child.used[resource] > child.runtime[resource]:
+                    over.add(child)
+                elif child in over:
+                    recheck.add(child)
                 if changed is not None:
                     changed.add(child.name)
             elif resource in child.children_in and child not in dirty:

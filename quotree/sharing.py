@@ -29,26 +29,17 @@ def water_fill(
     if amount <= 0:
         return got
     hungry = [i for i in range(count) if needs[i] > 0 and weights[i] > 0]
-    if sum(needs[i] for i in hungry) <= amount:
+    if sum([needs[i] for i in hungry]) <= amount:
         for i in hungry:
             got[i] = needs[i]
         return got
+    # The hungry in name order, once: a tie between remainders then goes to the one that
+    # comes first in `hungry` (a position, not a string, is compared), and the rounds keep
+    # that order. Children lists are kept sorted by name, so this sort finds them in order.
+    hungry.sort(key=names.__getitem__)
     leftover = amount
     while leftover > 0 and hungry:
-        total_weight = sum(weights[i] for i in hungry)
-        shares: list[int] = []  # in `hungry`'s order
-        remainders: list[tuple[int, str, int]] = []
-        handed = 0
-        for i in hungry:
-            share, remainder = divmod(leftover * weights[i], total_weight)
-            if remainder:
-                remainders.append((-remainder, names[i], len(shares)))
-            shares.append(share)
-            handed += share
-        units = leftover - handed
-        if units:
-            for _, _, k in heapq.nsmallest(units, remainders):
-                shares[k] += 1
+        shares = _round_shares(leftover, [weights[i] for i in hungry])
         still_hungry = []
         returned = 0
         for i, share in zip(hungry, shares, strict=True):
@@ -64,6 +55,34 @@ def water_fill(
     return got
 
 
+def _round_shares(amount: int, weights: list[int]) -> list[int]:
+    """One round: `amount` shared by the (positive) `weights`, floors first, then one unit
+    each to the largest remainders, ties to the earlier position (the caller's name order)."""
+    count = len(weights)
+    low, high = min(weights), max(weights)
+    if low == high:
+        # One weight: every remainder is the same, so the units go to the first ones.
+        share, units = divmod(amount, count)
+        if not units:
+            return [share] * count
+        return [share + 1] * units + [share] * (count - units)
+    total_weight = sum(weights)
+    shares: list[int] = []
+    remainders: list[tuple[int, int]] = []
+    handed = 0
+    for k, weight in enumerate(weights):
+        share, remainder = divmod(amount * weight, total_weight)
+        if remainder:
+            remainders.append((-remainder, k))
+        shares.append(share)
+        handed += share
+    units = amount - handed
+    if units:
+        for _, k in heapq.nsmallest(units, remainders):
+            shares[k] += 1
+    return shares
+
+
 def proportional(amount: int, weights: Sequence[int], names: Sequence[str]) -> list[int]:
     """Share `amount` in proportion to `weights` (largest remainders, ties by name).
 
@@ -77,20 +96,11 @@ def proportional(amount: int, weights: Sequence[int], names: Sequence[str]) -> l
     got = [0] * count
     if amount <= 0:
         return got
-    total = sum(w for w in weights if w > 0)
-    if total <= amount:
+    positive = [i for i in range(count) if weights[i] > 0]
+    if sum([weights[i] for i in positive]) <= amount:
         return [w if w > 0 else 0 for w in weights]
-    remainders: list[tuple[int, str, int]] = []
-    handed = 0
-    for i, weight in enumerate(weights):
-        if weight > 0:
-            share, remainder = divmod(amount * weight, total)
-            got[i] = share
-            handed += share
-            if remainder:
-                remainders.append((-remainder, names[i], i))
-    units = amount - handed
-    if units:
-        for _, _, i in heapq.nsmallest(units, remainders):
-            got[i] += 1
+    positive.sort(key=names.__getitem__)  # ties by name: by position in `positive`
+    shares = _round_shares(amount, [weights[i] for i in positive])
+    for i, share in zip(positive, shares, strict=True):
+        got[i] = share
     return got

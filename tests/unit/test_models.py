@@ -113,6 +113,23 @@ def test_bad_pod_quantity_names_the_pod_and_container() -> None:
         effective_request({"containers": [container(cpu="x")]}, "ns/p")
 
 
+def test_pods_that_ask_the_same_share_one_request_and_label_strings() -> None:
+    """Memory per pod: one request dict per distinct request, label values kept once."""
+
+    def facts(name: str, cpu: str, app: str) -> Any:
+        doc = {
+            "metadata": {"name": name, "namespace": "ns", "labels": {"app": "".join(app)}},
+            "spec": {"containers": [container(cpu=cpu)]},
+        }
+        return pod_facts(doc)
+
+    a, b, c = facts("a", "1", "web"), facts("b", "1", "web"), facts("c", "2", "web")
+    assert a.request == b.request == {"cpu": 1000}
+    assert a.request is b.request
+    assert c.request == {"cpu": 2000}
+    assert a.labels["app"] is b.labels["app"]
+
+
 def test_pod_facts() -> None:
     facts = pod_facts(
         {

@@ -84,3 +84,55 @@ def test_water_fill_is_the_rounds_of_the_rule(amount: int, pairs: list[tuple[int
     weights = [w for _, w in pairs]
     names = [f"n{i:02d}" for i in range(len(pairs))][::-1]  # ties not in index order
     assert water_fill(amount, needs, weights, names) == rounds(amount, needs, weights, names)
+
+
+def plain_proportional(amount: int, weights: list[int], names: list[str]) -> list[int]:
+    """Largest remainders as the semantics state them: floors of the proportional parts,
+    then one unit each to the largest remainders, ties by name."""
+    positive = [i for i in range(len(weights)) if weights[i] > 0]
+    total = sum(weights[i] for i in positive)
+    if amount <= 0:
+        return [0] * len(weights)
+    if total <= amount:
+        return [w if w > 0 else 0 for w in weights]
+    got = [0] * len(weights)
+    for i in positive:
+        got[i] = amount * weights[i] // total
+    order = sorted(positive, key=lambda i: (-(amount * weights[i] % total), names[i]))
+    for i in order[: amount - sum(got)]:
+        got[i] += 1
+    return got
+
+
+#: Claimants that often share one weight (the fast path of a round) and names in any order.
+alike = st.lists(
+    st.tuples(st.integers(0, 40), st.sampled_from([0, 3, 3, 3, 5])), min_size=1, max_size=30
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(-5, 600), alike, st.randoms(use_true_random=False))
+def test_water_fill_with_one_weight_and_any_name_order_is_the_rounds(
+    amount: int, pairs: list[tuple[int, int]], rnd: object
+) -> None:
+    """The shortcuts (one weight in a round, ties by position after sorting by name) give
+    what the plain rounds give, whatever order the names come in."""
+    needs = [n for n, _ in pairs]
+    weights = [w for _, w in pairs]
+    names = [f"n{i:02d}" for i in range(len(pairs))]
+    rnd.shuffle(names)  # type: ignore[attr-defined]
+    assert water_fill(amount, needs, weights, names) == rounds(amount, needs, weights, names)
+    ordered = sorted(names)  # as a Cohort's children are kept
+    assert water_fill(amount, needs, weights, ordered) == rounds(amount, needs, weights, ordered)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.integers(-5, 600),
+    st.lists(st.sampled_from([0, 1, 4, 4, 4, 7, 60]), max_size=30),
+    st.randoms(use_true_random=False),
+)
+def test_proportional_is_largest_remainders(amount: int, weights: list[int], rnd: object) -> None:
+    names = [f"n{i:02d}" for i in range(len(weights))]
+    rnd.shuffle(names)  # type: ignore[attr-defined]
+    assert proportional(amount, weights, names) == plain_proportional(amount, weights, names)
