@@ -40,7 +40,7 @@ from quotree.resolution import (
     never_gated,
 )
 from quotree.rules import Problem
-from quotree.runtime import QuotaTree
+from quotree.runtime import ROOT, QuotaTree
 from quotree.status_numbers import NodeReport, node_report
 from quotree.trees import Forest
 
@@ -130,8 +130,20 @@ class Engine:
     # ------------------------------------------------------------ decisions
 
     def decide(self, now: float = 0.0) -> Decisions:
-        """Admit what fits, preempt within quotas, reclaim lent quota (`Decider.decide`)."""
-        return self.decider.decide(now)
+        """Admit what fits, preempt within quotas, reclaim lent quota (`Decider.decide`).
+        Ends with the trees' runtimes settled (`QuotaTree.refresh`, deferred subtrees left
+        as they are)."""
+        out = self.decider.decide(now)
+        for tree in self.forest:
+            tree.refresh()
+        return out
+
+    def refresh(self) -> None:
+        """Bring every tree's runtimes up to date, deferred subtrees too: the explicit step
+        before reading the trees (`report`, `tree_of(name).node`, `problems`). Reading
+        changes nothing; this changes no decision (what moved stays for the next round)."""
+        for tree in self.forest:
+            tree.refresh(ROOT)
 
     def refresh_reasons(self) -> Decisions:
         """Bring every pending pod's reason up to date with the current numbers."""
@@ -225,7 +237,7 @@ class Engine:
         return self.forest.tree_configs()
 
     def problems(self) -> dict[str, Problem]:
-        """Nodes outside the live trees, by name, and why (every tree)."""
+        """Nodes outside the live trees, by name, and why (every tree; as of `refresh()`)."""
         return self.forest.problems()
 
     def remove_config(
@@ -338,7 +350,8 @@ class Engine:
     # ------------------------------------------------------------ views
 
     def report(self, name: str) -> NodeReport:
-        """status for a Cohort or ElasticQuota: request (demand), runtime, used, pod counts."""
+        """status for a Cohort or ElasticQuota: request (demand), runtime, used, pod counts;
+        as of the last `refresh()`."""
         tree = self.tree_of(name)
         config = tree.config(name)
         covered = namespaces_of(config)

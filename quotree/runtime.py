@@ -207,14 +207,9 @@ class QuotaTree:
     # ------------------------------------------------------------ queries
 
     def node(self, name: str) -> TreeNode | None:
-        """The live tree node called `name`, or None when it is missing or inactive, its
-        runtimes brought up to date first (`refresh()`: for readers outside the engine, which
-        calls `refresh()` itself where it means to settle)."""
-        self._update()
-        node = self._nodes.get(name)
-        if node is not None and self._deferred_at:
-            self._materialize_path(node)
-        return node
+        """The live tree node called `name`, or None when it is missing or inactive, as of
+        the last `refresh()` (reading changes nothing)."""
+        return self._nodes.get(name)
 
     def ancestors(self, node: TreeNode) -> list[TreeNode]:
         """The live node's ancestors below the root, nearest first."""
@@ -226,8 +221,6 @@ class QuotaTree:
 
     def quotas_below(self, node: TreeNode) -> list[TreeNode]:
         """The live ElasticQuotas in `node`'s subtree (every one, for the root), by name."""
-        if self._deferred_at:
-            self._subtrees.materialize_below(node)
         found = self._below.get(node.name)
         if found is None:
             # Kept until the next rebuild (the live nodes change only there).
@@ -245,17 +238,7 @@ class QuotaTree:
         above their runtime in some resource, by name. Kept as used and runtimes move: O(the
         quotas over their runtime), not O(the subtree). Nothing deferred is brought up to
         date: a deferred subtree holds no quota over its runtime (its slack ends before
-        one would be, `deferral.quota_margin`)."""
-        self._update()
-        if self._recheck:
-            over = self._over
-            for quota in self._recheck:
-                used, runtime = quota.used, quota.runtime
-                if any(used[r] > runtime[r] for r in quota.resources):
-                    over.add(quota)
-                else:
-                    over.discard(quota)
-            self._recheck = set()
+        one would be, `deferral.quota_margin`). As of the last `refresh()`."""
         if node is self.root:
             found = list(self._over)
         else:
@@ -266,13 +249,9 @@ class QuotaTree:
     @property
     def problems(self) -> Mapping[str, Problem]:
         """Nodes outside the live tree, by name, and why (their Valid / Active conditions)."""
-        self._update()
         return self._problems
 
     def live_nodes(self) -> Iterable[TreeNode]:
-        self._update()
-        if self._deferred_at:
-            self._subtrees.materialize_below(self.root)
         return self._order
 
     def root_total(self, resource: str) -> int:
@@ -319,7 +298,7 @@ class QuotaTree:
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
-        self._update()
+        self.refresh()
         if self._subtrees.moved:
             self._subtrees.check_moved(self._grown)
         changed, self.changed_quotas = self.changed_quotas, set()
@@ -342,20 +321,31 @@ class QuotaTree:
 
         Deferred subtrees are brought up to date first: their runtimes did move (down),
         and whoever asks (the operator's status writer) shows every runtime as it is."""
-        self._update()
-        if self._deferred_at:
-            self._subtrees.materialize_below(self.root)
+        self.refresh(ROOT)
         moved, self._moved = self._moved, set()
         return moved
 
-    def refresh(self) -> None:
-        """Bring runtimes up to date with every change since the last settle, without taking
-        the quotas whose runtime changed (`settle()` takes them, for the next decision)."""
+    def refresh(self, name: str | None = None) -> None:
+        """The explicit step before reading: runtimes brought up to date with every change
+        since (the quotas whose runtime changed are left for `settle()` to take, for the next
+        decision); with `name`, the deferred subtrees over that member too (ROOT: all)."""
         self._update()
+        if name is not None and self._deferred_at:
+            if name == ROOT:
+                self._subtrees.materialize_below(self.root)
+            elif (node := self._nodes.get(name)) is not None:
+                self._materialize_path(node)
+        if self._recheck:  # the quotas over their runtime (`over_below`)
+            over = self._over
+            for quota in self._recheck:
+                used, runtime = quota.used, quota.runtime
+                if any(used[r] > runtime[r] for r in quota.resources):
+                    over.add(quota)
+                else:
+                    over.discard(quota)
+            self._recheck = set()
 
     def _update(self) -> None:
-        # Queries (node(), reports) update runtimes too, but leave `changed_quotas` for the
-        # next settle(): the engine's decide() must still see those quotas.
         if self._stale:
             self._rebuild()
         if self._dirty:

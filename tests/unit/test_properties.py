@@ -20,6 +20,7 @@ from quotree.eviction import EXACT_SEARCH_LIMIT, fewest_victims, over_runtime
 from quotree.models import NodeConfig
 from quotree.options import EngineOptions
 from quotree.pods import PodRecord, PodState
+from quotree.runtime import ROOT
 from quotree.simulate import SimulatedEngine
 
 RESOURCES = ("x", "y")
@@ -107,11 +108,13 @@ def parents_of(eng: Engine) -> list[TreeNode]:
 
 def runtime_map(eng: Engine) -> dict[tuple[str, str], int]:
     eng.tree.settle()
+    eng.refresh()
     return {(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources}
 
 
 def used_map(eng: Engine) -> dict[tuple[str, str], int]:
     eng.tree.settle()
+    eng.refresh()
     nodes = [eng.tree.root, *eng.tree.live_nodes()]
     return {(n.name, r): n.used[r] for n in nodes for r in n.resources}
 
@@ -122,6 +125,7 @@ def test_shares_add_up_to_what_the_parent_distributes(scenario: Scenario) -> Non
     eng = build(scenario)
     arrive_all(eng, scenario)
     eng.tree.settle()
+    eng.refresh()
     for parent in parents_of(eng):
         for r, kids in parent.children_in.items():
             total = parent.runtime[r]
@@ -532,6 +536,7 @@ def test_any_sequence_of_changes_equals_building_the_survivors_afresh(
     for name in ("a", "b", "c"):  # the same object first in the graph for each name
         for config in structure.objects(name):
             fresh.set_config(config)
+    fresh.refresh()
     assert set(fresh.tree.structure.graph.edges) == set(structure.graph.edges)
     assert {n: (p.reason, p.message) for n, p in fresh.tree.problems.items()} == {
         n: (p.reason, p.message) for n, p in eng.tree.problems.items()
@@ -794,10 +799,12 @@ def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
         assert eager.grown_quotas & set(quotas) <= lazy.grown_quotas
         if read:
             name = names[draw % len(names)]
+            lazy.refresh(name)
             node = lazy.node(name)
             assert node is not None
             assert {r: node.runtime[r] for r in node.resources} == {
                 r: after[(name, r)] for r in node.resources
             }
         before = after
+    lazy.refresh(ROOT)
     assert {(n.name, r): n.runtime[r] for n in lazy.live_nodes() for r in n.resources} == before
