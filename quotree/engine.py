@@ -211,8 +211,9 @@ class Engine:
                 ]
                 shadowed.append(config)
                 return True
-            # The object moves to another tree: its pods are charged anew.
-            moved = self.intake.release(name)
+            # The object moves to another tree: its pods move along (`PodIntake.move` in
+            # two halves, the quota moving in between).
+            lifted = self.intake.lift(name)
             home.remove_config(name, config.kind, config.namespace)
             target.set_config(config)
             self.forest.settle(target, name)
@@ -220,8 +221,8 @@ class Engine:
             if config.is_leaf:
                 self.coverage.add(config)
             self.ledger.touched.add(name)
-            for facts in moved:
-                self.observe_pod(facts)
+            for pod in lifted:
+                self.intake.land(pod)
             self.intake.reresolve(namespaces_of(old) | namespaces_of(config))
             return True
         target.set_config(config)
