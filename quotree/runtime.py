@@ -238,7 +238,17 @@ class QuotaTree:
         above their runtime in some resource, by name. Kept as used and runtimes move: O(the
         quotas over their runtime), not O(the subtree). Nothing deferred is brought up to
         date: a deferred subtree holds no quota over its runtime (its slack ends before
-        one would be, `deferral.quota_margin`). As of the last `refresh()`."""
+        one would be, `deferral.quota_margin`). As of the last `refresh()`; the list is
+        a cache, brought up to date here over the quotas whose used or runtime moved."""
+        if self._recheck:
+            over = self._over
+            for quota in self._recheck:
+                used, runtime = quota.used, quota.runtime
+                if any(used[r] > runtime[r] for r in quota.resources):
+                    over.add(quota)
+                else:
+                    over.discard(quota)
+            self._recheck = set()
         if node is self.root:
             found = list(self._over)
         else:
@@ -335,15 +345,6 @@ class QuotaTree:
                 self._subtrees.materialize_below(self.root)
             elif (node := self._nodes.get(name)) is not None:
                 self._materialize_path(node)
-        if self._recheck:  # the quotas over their runtime (`over_below`)
-            over = self._over
-            for quota in self._recheck:
-                used, runtime = quota.used, quota.runtime
-                if any(used[r] > runtime[r] for r in quota.resources):
-                    over.add(quota)
-                else:
-                    over.discard(quota)
-            self._recheck = set()
 
     def _update(self) -> None:
         if self._stale:

@@ -177,6 +177,7 @@ def test_admitted_usage_within_runtime_and_non_preemptible_within_min(scenario: 
             if record is None:
                 continue  # reclaimed later in the same call, carried out at once: it holds nothing
             assert record.quota is not None
+            eng.tree.refresh(record.quota)
             node = eng.tree.node(record.quota)
             assert node is not None
             for above in (node, *eng.tree.path_up(node)):
@@ -257,6 +258,7 @@ class LabelWatch(SimulatedEngine):
 
     def _gone(self, record: PodRecord, kind: str, reason: str) -> None:
         if kind == "Reclaimed" and record.standing == IN_QUOTA and record.quota:
+            self.tree.refresh(record.quota)
             node = self.tree.node(record.quota)
             assert node is not None
             pods = self.ledger.quota_pods[record.quota]
@@ -424,6 +426,7 @@ def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
         admitted_under = set()  # (ancestor, resource) where a pod asking for it was admitted
         for key, _ in decisions.admitted:
             record = eng.pods[key]
+            eng.tree.refresh(record.quota or "")
             node = eng.tree.node(record.quota or "")
             assert node is not None
             admitted_under |= {
@@ -632,6 +635,7 @@ def test_grown_quotas_are_the_ones_whose_runtime_or_guarantee_went_up(
     eng.tree.settle()
 
     def snapshot() -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+        eng.refresh()
         return {
             n.name: (dict(n.runtime), dict(n.guarantee))
             for n in eng.tree.live_nodes()
