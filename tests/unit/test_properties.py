@@ -140,6 +140,7 @@ def test_shares_add_up_to_what_the_parent_distributes(scenario: Scenario) -> Non
 def test_runtime_bounds_guarantees_weight_zero_and_lending_floors(scenario: Scenario) -> None:
     eng = build(scenario)
     arrive_all(eng, scenario)
+    eng.refresh()
     for node in eng.tree.live_nodes():
         for r in node.resources:
             runtime, demand = node.runtime[r], node.demand[r]
@@ -189,6 +190,7 @@ def test_admitted_usage_within_runtime_and_non_preemptible_within_min(scenario: 
             for r, amount in record.request.items():
                 key = (record.quota, r)
                 np_used[key] = np_used.get(key, 0) + amount
+    eng.refresh()
     for node in eng.tree.live_nodes():
         for r in node.resources:
             assert node.used[r] <= node.cap[r], (node.name, r)
@@ -239,6 +241,7 @@ def test_incremental_equals_full_recomputation(scenario: Scenario, rnd: random.R
 def sum_bases(eng: Engine) -> dict[tuple[str, str], tuple[int, int]]:
     """Per parent and resource: its kept `sum_base`, and the sum counted from its children."""
     out = {}
+    eng.refresh()
     for node in (eng.tree.root, *eng.tree.live_nodes()):
         if node.is_quota:
             continue
@@ -339,6 +342,7 @@ def admitted_below(eng: Engine) -> dict[str, dict[str, int]]:
     for record in eng.pods.values():
         if record.state != "admitted" or record.quota is None:
             continue
+        eng.tree.refresh(record.quota)
         node = eng.tree.node(record.quota)
         if node is None:
             continue
@@ -436,6 +440,7 @@ def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
                 if record.request.get(r, 0) > 0
             }
         after = admitted_below(eng)
+        eng.refresh()
         runtimes = {n.name: n.runtime for n in [eng.tree.root, *eng.tree.live_nodes()]}
         for name, sums in after.items():
             for r, used in sums.items():
