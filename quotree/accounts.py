@@ -73,7 +73,9 @@ class TreeNode:
         self.floor: dict[str, int] = {}
         self.weight: dict[str, int] = {}
         # From the pods:
-        self.raw_request: dict[str, int] = {}  # a quota: its pods; a Cohort: children's demand
+        #: a quota: its pods' request plus its held demand (`QuotaTree.pod_request`,
+        #: `QuotaTree.held`, the two inputs); a Cohort: its children's demand
+        self.raw_request: dict[str, int] = {}
         self.demand: dict[str, int] = {}  # min(cap, max(raw request, floor))
         self.used: dict[str, int] = {}  # admitted pods, summed up the tree
         # From the parent's distribution:

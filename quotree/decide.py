@@ -191,6 +191,7 @@ class Decider:
     def _decide_quota(self, name: str, now: float, out: Decisions, *, relabel: bool) -> bool:
         pods = self.ledger.quota_pods.get(name)
         tree = self.tree_of(name)
+        tree.refresh(name)
         node = tree.node(name)
         if pods is None:
             self.planner.waiting.pop(name, None)
@@ -263,6 +264,7 @@ class Decider:
         room = admission.room(node, path, pods)
         for other in pods.behind:
             tree = self.tree_of(other)
+            tree.refresh(other)
             other_node = tree.node(other)
             if other_node is None or not other_node.is_quota:
                 continue  # its pods wait with the reason; it comes back through `changed`
@@ -277,7 +279,9 @@ class Decider:
         """Bring every pending pod's reason up to date with the current numbers."""
         out = Decisions()
         for name, pods in self.ledger.quota_pods.items():
-            node = self.tree_of(name).node(name)
+            tree = self.tree_of(name)
+            tree.refresh(name)
+            node = tree.node(name)
             if node is not None and node.is_quota:
                 self._admit_pending(name, node, pods, out, now=self.reasons.now, force=True)
         return out

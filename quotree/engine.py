@@ -40,7 +40,7 @@ from quotree.resolution import (
     never_gated,
 )
 from quotree.rules import Problem
-from quotree.runtime import QuotaTree
+from quotree.runtime import ROOT, QuotaTree
 from quotree.status_numbers import NodeReport, node_report
 from quotree.trees import Forest
 
@@ -130,8 +130,20 @@ class Engine:
     # ------------------------------------------------------------ decisions
 
     def decide(self, now: float = 0.0) -> Decisions:
-        """Admit what fits, preempt within quotas, reclaim lent quota (`Decider.decide`)."""
-        return self.decider.decide(now)
+        """Admit what fits, preempt within quotas, reclaim lent quota (`Decider.decide`).
+        Ends with the trees' runtimes settled (`QuotaTree.refresh`, deferred subtrees left
+        as they are)."""
+        out = self.decider.decide(now)
+        for tree in self.forest:
+            tree.refresh()
+        return out
+
+    def refresh(self) -> None:
+        """Bring every tree's runtimes up to date, deferred subtrees too: the explicit step
+        before reading the trees (`report`, `tree_of(name).node`, `problems`). Reading
+        changes nothing; this changes no decision (what moved stays for the next round)."""
+        for tree in self.forest:
+            tree.refresh(ROOT)
 
     def refresh_reasons(self) -> Decisions:
         """Bring every pending pod's reason up to date with the current numbers."""
@@ -199,8 +211,9 @@ class Engine:
                 ]
                 shadowed.append(config)
                 return True
-            # The object moves to another tree: its pods are charged anew.
-            moved = self.intake.release(name)
+            # The object moves to another tree: its pods move along (`PodIntake.move` in
+            # two halves, the quota moving in between).
+            lifted = self.intake.lift(name)
             home.remove_config(name, config.kind, config.namespace)
             target.set_config(config)
             self.forest.settle(target, name)
@@ -208,8 +221,8 @@ class Engine:
             if config.is_leaf:
                 self.coverage.add(config)
             self.ledger.touched.add(name)
-            for facts in moved:
-                self.observe_pod(facts)
+            for pod in lifted:
+                self.intake.land(pod)
             self.intake.reresolve(namespaces_of(old) | namespaces_of(config))
             return True
         target.set_config(config)
@@ -225,7 +238,7 @@ class Engine:
         return self.forest.tree_configs()
 
     def problems(self) -> dict[str, Problem]:
-        """Nodes outside the live trees, by name, and why (every tree)."""
+        """Nodes outside the live trees, by name, and why (every tree; as of `refresh()`)."""
         return self.forest.problems()
 
     def remove_config(
@@ -338,7 +351,8 @@ class Engine:
     # ------------------------------------------------------------ views
 
     def report(self, name: str) -> NodeReport:
-        """status for a Cohort or ElasticQuota: request (demand), runtime, used, pod counts."""
+        """status for a Cohort or ElasticQuota: request (demand), runtime, used, pod counts;
+        as of the last `refresh()`."""
         tree = self.tree_of(name)
         config = tree.config(name)
         covered = namespaces_of(config)

@@ -99,7 +99,7 @@ class Seats:
     def seat(self, name: str) -> Seat:
         """Quota `name`, its tree's runtimes brought up to date first."""
         tree = self._forest.tree_of(name)
-        tree.refresh()  # explicit: the check reads settled runtimes
+        tree.refresh(name)  # explicit: the check reads settled runtimes
         node = tree.node(name)
         if node is None or not node.is_quota:
             return MISSING

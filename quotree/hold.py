@@ -24,9 +24,10 @@ cannot tell held demand from requested demand), up to one pod per held GPU more 
 its pods need. Narrower rules (only the pods their own quota holds back; only what the
 quota freed while its pods waited) removed that cost but not the churn, and were
 dropped (bench/RESULTS.md keeps their figures). With `EngineOptions.holds` off nothing
-is held (the rule without this module), for comparisons. The hold is part of the raw
-request the tree keeps (`QuotaTree.add_request`), so a full
-recomputation gives the same runtimes and `status.request` shows it. Every tree that
+is held (the rule without this module), for comparisons. The tree keeps the hold
+(`QuotaTree.set_held`, `QuotaTree.held`) beside its pods' request (`QuotaTree.pod_request`),
+the two inputs of the quota's raw request, so a full recomputation gives the same runtimes
+and `status.request` shows it. Every tree that
 charges the pod holds (its quotas there, `PodRecord.also`). docs/design.md, "Pending
 pods hold their quota's guarantee on their other flavors".
 
@@ -64,11 +65,10 @@ class Holds:
         # quota -> flavored resource -> amount
         self._waiting: dict[str, dict[str, int]] = {}  # P: pending pods charged elsewhere
         self._allowed: dict[str, dict[str, int]] = {}  # pending pods that may use it at all
-        self._held: dict[str, dict[str, int]] = {}  # the hold in the tree's raw request now
 
     def held(self, quota: str) -> Mapping[str, int]:
-        """The quota's hold per flavored resource (tests and benchmarks read it)."""
-        return self._held.get(quota, {})
+        """The quota's hold per flavored resource (`QuotaTree.held`, the tree keeps it)."""
+        return self._tree_of(quota).held(quota)
 
     def add(
         self, key: str, quotas: tuple[str, ...], on: dict[str, dict[str, int]], flavor: str
@@ -118,29 +118,22 @@ class Holds:
 
     def sync(self, quota: str, resources: Iterable[str] | None = None) -> None:
         """Bring the quota's holds up to date (resources None: every one it holds or may)."""
-        if resources is None:
-            resources = set(self._held.get(quota, ())) | set(self._allowed.get(quota, ()))
         tree = self._tree_of(quota)
+        held = tree.held(quota)
+        if resources is None:
+            resources = set(held) | set(self._allowed.get(quota, ()))
         config = tree.config(quota)
         mins: Mapping[str, int] = config.min if config is not None and config.is_leaf else {}
-        request = tree.quota_request(quota)
-        held = self._held.get(quota)
-        if held is None:
-            held = self._held[quota] = {}
+        charged = tree.pod_request(quota)
         waiting = self._waiting.get(quota, _NONE)
         for resource in resources:
-            now = held.get(resource, 0)
             wanted = waiting.get(resource, 0)
             want = 0
             if wanted > 0:
-                room = mins.get(resource, 0) - request.get(resource, 0) + now
+                room = mins.get(resource, 0) - charged.get(resource, 0)
                 want = wanted if wanted < room else max(room, 0)
-            if want != now:
-                tree.add_request(quota, {resource: want - now})
-                if want:
-                    held[resource] = want
-                else:
-                    del held[resource]
+            if want != held.get(resource, 0):
+                tree.set_held(quota, resource, want)
 
     def _count(self, pending: _Pending, sign: int) -> None:
         resources: list[str] = []

@@ -107,17 +107,21 @@ def _assign_participation(
 def recompute(
     root: TreeNode,
     order: list[TreeNode],
-    quota_raw_request: Mapping[str, Mapping[str, int]],
+    *,
+    pod_request: Mapping[str, Mapping[str, int]],
+    held: Mapping[str, Mapping[str, int]],
     quota_used: Mapping[str, Mapping[str, int]],
     root_total: Callable[[str], int],
 ) -> None:
-    """Compute demand, used and runtime for every live node from the quotas' totals."""
+    """Compute demand, used and runtime for every live node from the quotas' totals (a
+    quota's raw request: its `pod_request` plus its `held` demand)."""
     for node in reversed(order):
         if node.is_quota:
-            raw = quota_raw_request.get(node.name, {})
+            pods = pod_request.get(node.name, {})
+            kept = held.get(node.name, {})
             used = quota_used.get(node.name, {})
             for resource in node.resources:
-                node.raw_request[resource] = raw.get(resource, 0)
+                node.raw_request[resource] = pods.get(resource, 0) + kept.get(resource, 0)
                 node.used[resource] = used.get(resource, 0)
         else:
             for resource in node.resources:

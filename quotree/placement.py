@@ -188,6 +188,7 @@ class Placement:
             return False  # it may be the wait flavor: only the exact numbers say
         for other in record.also:
             tree = self._tree_of(other)
+            tree.refresh(other)
             other_node = tree.node(other)
             if other_node is None or not other_node.is_quota:
                 return True

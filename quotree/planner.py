@@ -336,6 +336,7 @@ class EvictionPlanner(ClaimBook):
         taken: set[str],
     ) -> tuple[list[PodRecord], Refusal | None]:
         tree = self.forest.tree_of(verdict.quota)
+        tree.refresh(verdict.quota)
         quota = tree.node(verdict.quota)
         assert quota is not None
         return reclaim_choice(
@@ -348,7 +349,9 @@ class EvictionPlanner(ClaimBook):
         """Before its delay: whether reclaim would pay for the unit (the refusal, if not).
         Always when its quota stays within its guarantee; else the victims are chosen
         without evicting, once for each shortfall and use of the member short (`Clock.dry`)."""
-        quota = self.forest.tree_of(verdict.quota).node(verdict.quota)
+        tree = self.forest.tree_of(verdict.quota)
+        tree.refresh(verdict.quota)
+        quota = tree.node(verdict.quota)
         if quota is None or within_guarantee(record, quota, verdict.amounts):
             return Plan(False, verdict)
         member = verdict.node
@@ -366,6 +369,7 @@ class EvictionPlanner(ClaimBook):
             return reason
         assert victim.quota is not None
         tree = self.forest.tree_of(victim.quota)
+        tree.refresh(victim.quota)
         node = tree.node(victim.quota)
         pods = self.ledger.quota_pods[victim.quota]
         if node is None:

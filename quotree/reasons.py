@@ -203,6 +203,7 @@ class Reasons:
         lenders = None if fresh else self._lenders.get(ancestor)
         if lenders is None:
             lenders = []
+            tree.refresh()
             for quota in tree.over_below(ancestor):
                 pods = self._quota_pods.get(quota.name)
                 evicting = pods.evicting if pods else {}
@@ -228,6 +229,7 @@ class Reasons:
         names = dict.fromkeys(x.quota for x in self._over(verdict.node, tree, fresh=fresh))
         found = []
         for name in names:
+            tree.refresh(name)
             node = tree.node(name)
             if node is not None:
                 found.append((node, self._quota_pods[name]))

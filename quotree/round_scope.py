@@ -41,6 +41,7 @@ def only_shrank(tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str) ->
         return True
     if pods.pending and pods.room is None:
         return False
+    tree.refresh(name)
     node = tree.node(name)
     if node is None or not node.is_quota:
         return False

@@ -39,6 +39,8 @@ __all__ = ["OUTSIDE", "ROOT", "QuotaTree"]
 #: off the capacity this tree shares. The slash keeps it apart from object names.
 OUTSIDE = "quotree.io/other-trees"
 
+_NONE: Mapping[str, int] = {}
+
 
 class QuotaTree:
     """Cohorts and ElasticQuotas under the cluster root, with runtime per resource."""
@@ -57,8 +59,10 @@ class QuotaTree:
         self._capacity: dict[str, int] = {}
         self._unmanaged: dict[str, int] = {}
         self._outside_used: dict[str, int] = {}  # admitted pods of quotas outside the live tree
-        # Pod totals per quota over every resource, kept whatever the structure.
-        self._quota_raw_request: dict[str, dict[str, int]] = {}
+        # Per quota, kept whatever the structure, the two inputs of its raw request: its
+        # pods' charges (`pod_request`) and the demand held for its pending pods (`held`).
+        self._pod_request: dict[str, dict[str, int]] = {}
+        self._held: dict[str, dict[str, int]] = {}
         self._quota_used: dict[str, dict[str, int]] = {}
         self._dirty: dict[str, Dirty] = {}  # resource -> the parents to redo
         self.changed_quotas: set[str] = set()
@@ -73,9 +77,8 @@ class QuotaTree:
         #: decisions cannot tell (one tree, no flavors, the `skip_shrunk_quotas` shortcut).
         self.lazy = False
         self._subtrees = DeferredSubtrees(self._cascade, self.root, self._nodes, self._path_up)
-        # The deferred subtrees' own dict (Cohort -> its deferred resources) and two of their
-        # steps, kept here too: a pod event asks the dict at every level it climbs, and
-        # calls the steps when something is deferred.
+        # The deferred subtrees' own dict (Cohort -> its deferred resources) and steps, kept
+        # here too: a pod event asks the dict at every level it climbs.
         self._deferred_at = self._subtrees.at
         self._materialize_path = self._subtrees.materialize_path
         self._used_grew_below = self._subtrees.used_grew_below
@@ -129,8 +132,22 @@ class QuotaTree:
     # ------------------------------------------------------------ pod accounting
 
     def add_request(self, quota: str, request: Mapping[str, int], sign: int = 1) -> None:
-        """A pod of `quota` arrived (sign 1) or left (sign -1): its raw request changes."""
-        add_amounts(self._quota_raw_request.setdefault(quota, {}), request, sign)
+        """A pod of `quota` arrived (sign 1) or left (sign -1), or its charge moved: the
+        quota's pod request changes (and so its raw request)."""
+        add_amounts(self._pod_request.setdefault(quota, {}), request, sign)
+        self._raw_request_moved(quota, request, sign)
+
+    def set_held(self, quota: str, resource: str, amount: int) -> None:
+        """The demand held for `quota`'s pending pods on `resource` is `amount` now
+        (`hold.Holds`): its raw request follows."""
+        held = self._held.setdefault(quota, {})
+        delta = amount - held.pop(resource, 0)
+        if amount:
+            held[resource] = amount
+        if delta:
+            self._raw_request_moved(quota, {resource: delta}, 1)
+
+    def _raw_request_moved(self, quota: str, request: Mapping[str, int], sign: int) -> None:
         node = self._nodes.get(quota)
         if node is None or self._stale:
             return
@@ -176,21 +193,25 @@ class QuotaTree:
     def quota_used(self, quota: str) -> Mapping[str, int]:
         return self._quota_used.get(quota, {})
 
-    def quota_request(self, quota: str) -> Mapping[str, int]:
-        """The quota's raw request (its pods', and `hold.Holds`' holds) per resource."""
-        return self._quota_raw_request.get(quota, {})
+    def pod_request(self, quota: str) -> Mapping[str, int]:
+        """What the quota's pods are charged, pending and admitted, per resource."""
+        return self._pod_request.get(quota, _NONE)
+
+    def held(self, quota: str) -> Mapping[str, int]:
+        """The demand held for the quota's pending pods on their other flavors (`hold.Holds`)."""
+        return self._held.get(quota, _NONE)
+
+    def quota_request(self, quota: str) -> dict[str, int]:
+        """The quota's raw request per resource: `pod_request` plus `held`."""
+        pods, held = self._pod_request.get(quota, _NONE), self._held.get(quota, _NONE)
+        return {r: pods.get(r, 0) + held.get(r, 0) for r in {*pods, *held}}
 
     # ------------------------------------------------------------ queries
 
     def node(self, name: str) -> TreeNode | None:
-        """The live tree node called `name`, or None when it is missing or inactive, its
-        runtimes brought up to date first (`refresh()`: for readers outside the engine, which
-        calls `refresh()` itself where it means to settle)."""
-        self._update()
-        node = self._nodes.get(name)
-        if node is not None and self._deferred_at:
-            self._materialize_path(node)
-        return node
+        """The live tree node called `name`, or None when it is missing or inactive, as of
+        the last `refresh()` (reading changes nothing)."""
+        return self._nodes.get(name)
 
     def ancestors(self, node: TreeNode) -> list[TreeNode]:
         """The live node's ancestors below the root, nearest first."""
@@ -202,8 +223,6 @@ class QuotaTree:
 
     def quotas_below(self, node: TreeNode) -> list[TreeNode]:
         """The live ElasticQuotas in `node`'s subtree (every one, for the root), by name."""
-        if self._deferred_at:
-            self._subtrees.materialize_below(node)
         found = self._below.get(node.name)
         if found is None:
             # Kept until the next rebuild (the live nodes change only there).
@@ -221,8 +240,8 @@ class QuotaTree:
         above their runtime in some resource, by name. Kept as used and runtimes move: O(the
         quotas over their runtime), not O(the subtree). Nothing deferred is brought up to
         date: a deferred subtree holds no quota over its runtime (its slack ends before
-        one would be, `deferral.quota_margin`)."""
-        self._update()
+        one would be, `deferral.quota_margin`). As of the last `refresh()`; the list is
+        a cache, brought up to date here over the quotas whose used or runtime moved."""
         if self._recheck:
             over = self._over
             for quota in self._recheck:
@@ -242,13 +261,9 @@ class QuotaTree:
     @property
     def problems(self) -> Mapping[str, Problem]:
         """Nodes outside the live tree, by name, and why (their Valid / Active conditions)."""
-        self._update()
         return self._problems
 
     def live_nodes(self) -> Iterable[TreeNode]:
-        self._update()
-        if self._deferred_at:
-            self._subtrees.materialize_below(self.root)
         return self._order
 
     def root_total(self, resource: str) -> int:
@@ -281,8 +296,9 @@ class QuotaTree:
             if quota not in self._nodes:
                 add_amounts(self._outside_used, used, 1)
         live_tree.recompute(
-            self.root, self._order, self._quota_raw_request, self._quota_used, self.root_total
-        )
+            self.root, self._order, pod_request=self._pod_request, held=self._held,
+            quota_used=self._quota_used, root_total=self.root_total,
+        )  # fmt: skip
         self._dirty = {}
         self._subtrees.reset(self.root, self._nodes, self._path_up)
         # Every ElasticQuota, live or not: one that just went inactive must be looked at too.
@@ -294,7 +310,7 @@ class QuotaTree:
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
-        self._update()
+        self.refresh()
         if self._subtrees.moved:
             self._subtrees.check_moved(self._grown)
         changed, self.changed_quotas = self.changed_quotas, set()
@@ -317,20 +333,22 @@ class QuotaTree:
 
         Deferred subtrees are brought up to date first: their runtimes did move (down),
         and whoever asks (the operator's status writer) shows every runtime as it is."""
-        self._update()
-        if self._deferred_at:
-            self._subtrees.materialize_below(self.root)
+        self.refresh(ROOT)
         moved, self._moved = self._moved, set()
         return moved
 
-    def refresh(self) -> None:
-        """Bring runtimes up to date with every change since the last settle, without taking
-        the quotas whose runtime changed (`settle()` takes them, for the next decision)."""
+    def refresh(self, name: str | None = None) -> None:
+        """The explicit step before reading: runtimes brought up to date with every change
+        since (the quotas whose runtime changed are left for `settle()` to take, for the next
+        decision); with `name`, the deferred subtrees over that member too (ROOT: all)."""
         self._update()
+        if name is not None and self._deferred_at:
+            if name == ROOT:
+                self._subtrees.materialize_below(self.root)
+            elif (node := self._nodes.get(name)) is not None:
+                self._materialize_path(node)
 
     def _update(self) -> None:
-        # Queries (node(), reports) update runtimes too, but leave `changed_quotas` for the
-        # next settle(): the engine's decide() must still see those quotas.
         if self._stale:
             self._rebuild()
         if self._dirty:

@@ -214,6 +214,7 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
         missing = missing_flavor(config, engine.flavors)
         if missing is not None:
             sim.warnings.append(missing.message)
+    engine.refresh()  # the explicit step before reading the trees
     for _, problem in sorted(engine.problems().items()):
         if problem.reason == "ParentNotFound":
             sim.warnings.append(problem.message)
@@ -292,6 +293,7 @@ def _tree_of(engine: Engine, name: str) -> str:
 def to_json(sim: Simulation) -> dict[str, Any]:
     """The stable JSON report of the API contract."""
     engine = sim.engine
+    engine.refresh()  # the explicit step before reading the trees
     nodes: dict[str, Any] = {}
     for config in sorted(sim.configs, key=lambda c: c.name):
         report = engine.report(config.name)

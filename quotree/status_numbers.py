@@ -40,7 +40,8 @@ def node_report(
     unresolved: int = 0,
     groups: tuple[int, int] = (0, 0),
 ) -> NodeReport:
-    """status for tree node `name`: demand, runtime, used, pod counts, its problem.
+    """status for tree node `name`: demand, runtime, used, pod counts, its problem, as of
+    the tree's last `QuotaTree.refresh` (the reader refreshes first).
 
     `unresolved`: gated pods of its namespaces that no quota will take, and its pods
     held before the intake (pods of an incomplete pod group, or waiting for their Job);

@@ -99,6 +99,7 @@ class Desired:
 
 def desired(engine: Engine, name: str, is_quota: bool, bad_spec: str | None = None) -> Desired:
     """What the Cohort or ElasticQuota (`is_quota`) named `name` should show now."""
+    engine.refresh()  # the explicit step before reading the trees (cheap when settled)
     report = engine.report(name)
     config = engine.tree_of(name).config(name)
     lists = {

@@ -146,6 +146,7 @@ class TreeCollector(Collector):
                 f"quotree_{metric}", _HELP[metric], labels=list(labels)
             )
         if engine is not None:
+            engine.refresh()  # the explicit step before reading the trees
             for sample in tree_samples(engine):
                 families[sample.metric].add_metric([v for _, v in sample.labels], sample.value)
         yield from families.values()

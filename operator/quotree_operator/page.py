@@ -40,6 +40,7 @@ def tree_json(
     identity: str = "",
 ) -> dict[str, Any]:
     """The tree in display order (parents before children), pending pods and reasons."""
+    engine.refresh()  # the explicit step before reading the trees
     configs = engine.all_configs()
     children: dict[str | None, list[str]] = {}
     for name, config in configs.items():

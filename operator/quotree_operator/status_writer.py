@@ -175,6 +175,7 @@ class StatusWriter:
         and at least every STATUS_FULL_EVERY seconds."""
         inputs, engine = self.inputs, self.inputs.engine
         everything, names, keys = inputs.dirty.take()
+        engine.refresh()  # the explicit step before this round's reads of the trees
         moved = engine.take_moved()
         if moved is None:
             everything = True

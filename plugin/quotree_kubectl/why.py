@@ -48,6 +48,7 @@ def live_engine(state: ClusterState, reclaim_delay: float = NO_RECLAIM) -> tuple
         except ConfigError as exc:
             notes.append(f"left out: {exc}")
     engine.decide(now=0.0)
+    engine.refresh()  # settled for the readers (`let_in`, the reports)
     return engine, notes
 
 

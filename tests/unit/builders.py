@@ -136,11 +136,13 @@ def engine(
     for config in configs:
         eng.set_config(config)
     eng.set_cluster_node("node-1", _res(capacity))
+    eng.refresh()  # settled for the reads that follow
     return eng
 
 
 def runtimes(eng: Engine, resource: str = R) -> dict[str, int]:
     eng.tree.settle()
+    eng.refresh()
     return {n.name: n.runtime[resource] for n in eng.tree.live_nodes() if resource in n.resources}
 
 

@@ -56,6 +56,7 @@ def engine_with(*objects: dict[str, Any]) -> Engine:
     engine = Engine()
     for obj in objects:
         engine.set_config(parse_node(obj))
+    engine.refresh()  # settled for the reads that follow
     return engine
 
 

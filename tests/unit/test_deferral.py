@@ -78,6 +78,7 @@ def _burst(lazy: bool) -> tuple[list[object], Engine]:
         )
     log.append(sorted((r.key, r.state, r.reason, r.standing) for r in eng.pod_records()))
     eng.tree.settle()
+    eng.refresh()
     log.append({(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources})
     return log, eng
 

@@ -64,6 +64,7 @@ def test_charged_flavor_is_the_first_allowed_that_fits(
     for m in MODELS:
         eng.set_cluster_node(m, {GPU: capacity[m]}, {"model": m})
     limit = {m: min(UNLIMITED if maxes[m] is None else maxes[m], capacity[m]) for m in MODELS}
+    eng.refresh()
     for i, (gpus, selector) in enumerate(pods):
         node = eng.tree.node("team")
         assert node is not None

@@ -20,6 +20,7 @@ from quotree.eviction import EXACT_SEARCH_LIMIT, fewest_victims, over_runtime
 from quotree.models import NodeConfig
 from quotree.options import EngineOptions
 from quotree.pods import PodRecord, PodState
+from quotree.runtime import ROOT
 from quotree.simulate import SimulatedEngine
 
 RESOURCES = ("x", "y")
@@ -107,11 +108,13 @@ def parents_of(eng: Engine) -> list[TreeNode]:
 
 def runtime_map(eng: Engine) -> dict[tuple[str, str], int]:
     eng.tree.settle()
+    eng.refresh()
     return {(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources}
 
 
 def used_map(eng: Engine) -> dict[tuple[str, str], int]:
     eng.tree.settle()
+    eng.refresh()
     nodes = [eng.tree.root, *eng.tree.live_nodes()]
     return {(n.name, r): n.used[r] for n in nodes for r in n.resources}
 
@@ -122,6 +125,7 @@ def test_shares_add_up_to_what_the_parent_distributes(scenario: Scenario) -> Non
     eng = build(scenario)
     arrive_all(eng, scenario)
     eng.tree.settle()
+    eng.refresh()
     for parent in parents_of(eng):
         for r, kids in parent.children_in.items():
             total = parent.runtime[r]
@@ -136,6 +140,7 @@ def test_shares_add_up_to_what_the_parent_distributes(scenario: Scenario) -> Non
 def test_runtime_bounds_guarantees_weight_zero_and_lending_floors(scenario: Scenario) -> None:
     eng = build(scenario)
     arrive_all(eng, scenario)
+    eng.refresh()
     for node in eng.tree.live_nodes():
         for r in node.resources:
             runtime, demand = node.runtime[r], node.demand[r]
@@ -173,6 +178,7 @@ def test_admitted_usage_within_runtime_and_non_preemptible_within_min(scenario: 
             if record is None:
                 continue  # reclaimed later in the same call, carried out at once: it holds nothing
             assert record.quota is not None
+            eng.tree.refresh(record.quota)
             node = eng.tree.node(record.quota)
             assert node is not None
             for above in (node, *eng.tree.path_up(node)):
@@ -184,6 +190,7 @@ def test_admitted_usage_within_runtime_and_non_preemptible_within_min(scenario: 
             for r, amount in record.request.items():
                 key = (record.quota, r)
                 np_used[key] = np_used.get(key, 0) + amount
+    eng.refresh()
     for node in eng.tree.live_nodes():
         for r in node.resources:
             assert node.used[r] <= node.cap[r], (node.name, r)
@@ -234,6 +241,7 @@ def test_incremental_equals_full_recomputation(scenario: Scenario, rnd: random.R
 def sum_bases(eng: Engine) -> dict[tuple[str, str], tuple[int, int]]:
     """Per parent and resource: its kept `sum_base`, and the sum counted from its children."""
     out = {}
+    eng.refresh()
     for node in (eng.tree.root, *eng.tree.live_nodes()):
         if node.is_quota:
             continue
@@ -253,6 +261,7 @@ class LabelWatch(SimulatedEngine):
 
     def _gone(self, record: PodRecord, kind: str, reason: str) -> None:
         if kind == "Reclaimed" and record.standing == IN_QUOTA and record.quota:
+            self.tree.refresh(record.quota)
             node = self.tree.node(record.quota)
             assert node is not None
             pods = self.ledger.quota_pods[record.quota]
@@ -333,6 +342,7 @@ def admitted_below(eng: Engine) -> dict[str, dict[str, int]]:
     for record in eng.pods.values():
         if record.state != "admitted" or record.quota is None:
             continue
+        eng.tree.refresh(record.quota)
         node = eng.tree.node(record.quota)
         if node is None:
             continue
@@ -420,6 +430,7 @@ def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
         admitted_under = set()  # (ancestor, resource) where a pod asking for it was admitted
         for key, _ in decisions.admitted:
             record = eng.pods[key]
+            eng.tree.refresh(record.quota or "")
             node = eng.tree.node(record.quota or "")
             assert node is not None
             admitted_under |= {
@@ -429,6 +440,7 @@ def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
                 if record.request.get(r, 0) > 0
             }
         after = admitted_below(eng)
+        eng.refresh()
         runtimes = {n.name: n.runtime for n in [eng.tree.root, *eng.tree.live_nodes()]}
         for name, sums in after.items():
             for r, used in sums.items():
@@ -532,6 +544,7 @@ def test_any_sequence_of_changes_equals_building_the_survivors_afresh(
     for name in ("a", "b", "c"):  # the same object first in the graph for each name
         for config in structure.objects(name):
             fresh.set_config(config)
+    fresh.refresh()
     assert set(fresh.tree.structure.graph.edges) == set(structure.graph.edges)
     assert {n: (p.reason, p.message) for n, p in fresh.tree.problems.items()} == {
         n: (p.reason, p.message) for n, p in eng.tree.problems.items()
@@ -627,6 +640,7 @@ def test_grown_quotas_are_the_ones_whose_runtime_or_guarantee_went_up(
     eng.tree.settle()
 
     def snapshot() -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+        eng.refresh()
         return {
             n.name: (dict(n.runtime), dict(n.guarantee))
             for n in eng.tree.live_nodes()
@@ -794,10 +808,12 @@ def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
         assert eager.grown_quotas & set(quotas) <= lazy.grown_quotas
         if read:
             name = names[draw % len(names)]
+            lazy.refresh(name)
             node = lazy.node(name)
             assert node is not None
             assert {r: node.runtime[r] for r in node.resources} == {
                 r: after[(name, r)] for r in node.resources
             }
         before = after
+    lazy.refresh(ROOT)
     assert {(n.name, r): n.runtime[r] for n in lazy.live_nodes() for r in n.resources} == before

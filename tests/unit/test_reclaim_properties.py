@@ -99,6 +99,7 @@ def test_every_eviction_is_followed_by_the_admission_of_the_unit_it_was_for(
 def home(tree: QuotaTree, record: PodRecord) -> TreeNode:
     """The pod's quota in `tree`."""
     for name in (record.quota, *record.also):
+        tree.refresh(name or None)
         node = tree.node(name) if name else None
         if node is not None and node.is_quota:
             return node
@@ -248,6 +249,7 @@ def test_a_quota_asking_within_its_guarantee_is_admitted_after_the_delay(
         decisions = eng.decide(0.0)
         carry_out(eng, [e.pod for e in decisions.evictions])
     eng.tree.settle()
+    eng.tree.refresh(target)
     node = eng.tree.node(target)
     assume(node is not None)
     assert node is not None

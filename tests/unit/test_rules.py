@@ -161,6 +161,7 @@ def test_the_live_tree_and_the_webhook_word_a_rule_the_same() -> None:
     live = QuotaTree()
     for config in (quota("upside", min=cpu(5), max=cpu(4)), quota("b", "leaf"), quota("leaf")):
         live.set_config(config)
+    live.refresh()
     assert live.problems["upside"].message == check_apply({}, live.configs()["upside"]).message
     assert live.problems["b"].message == (
         check_apply(tree(quota("leaf")), quota("b", "leaf")).message

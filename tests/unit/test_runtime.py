@@ -242,6 +242,7 @@ def test_two_objects_with_one_name_are_both_invalid_and_deleting_one_keeps_the_o
     # A Cohort and an ElasticQuota called "x" slipped past the webhook (rule 6).
     eng = engine(cohort("x", min=10), quota("q", "x", min=5), capacity=100)
     eng.set_config(quota("x", namespace="team", min=3))
+    eng.refresh()
     problem = eng.tree.problems["x"]
     assert problem.reason == "DuplicateName"
     assert problem.message.startswith(
@@ -252,6 +253,7 @@ def test_two_objects_with_one_name_are_both_invalid_and_deleting_one_keeps_the_o
     assert eng.pods["team/p"].state == "pending"
     assert "share the name x" in eng.pods["team/p"].reason
     eng.remove_config("x", kind="ElasticQuota", namespace="team")
+    eng.refresh()
     assert "x" not in eng.tree.problems
     assert runtimes(eng) == {"x": 0, "q": 0}  # the Cohort is back, with its child
     assert eng.tree.config("x") == cohort("x", min=10)
@@ -260,8 +262,10 @@ def test_two_objects_with_one_name_are_both_invalid_and_deleting_one_keeps_the_o
 def test_elastic_quotas_of_one_name_in_two_namespaces() -> None:
     eng = engine(quota("x", namespace="one", min=2), capacity=10)
     eng.set_config(quota("x", namespace="two", min=2))
+    eng.refresh()
     assert eng.tree.problems["x"].reason == "DuplicateName"
     eng.remove_config("x", kind="ElasticQuota", namespace="one")
+    eng.refresh()
     assert "x" not in eng.tree.problems
     arrive(eng, pod("two", "p", 1))
     assert eng.pods["two/p"].state == "admitted"
@@ -273,5 +277,6 @@ def test_a_cohort_that_is_its_own_parent_can_be_deleted() -> None:
     eng = engine(cohort("c", "c"), capacity=10)
     assert eng.tree.problems["c"].reason == "CycleDetected"
     eng.remove_config("c", kind="Cohort")
+    eng.refresh()
     assert eng.tree.problems == {}
     assert list(eng.tree.structure.graph.nodes) == ["quotree.io/cluster"]

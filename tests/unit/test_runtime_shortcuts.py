@@ -22,6 +22,7 @@ from quotree.engine import Engine
 def numbers(eng: Engine) -> dict[tuple[str, str], tuple[int, int]]:
     """(runtime, guarantee) of every live node, per resource."""
     eng.tree.settle()
+    eng.refresh()
     return {
         (n.name, r): (n.runtime[r], n.guarantee[r])
         for n in eng.tree.live_nodes()

@@ -91,6 +91,7 @@ def test_every_label_the_engine_keeps_is_the_label_from_scratch(
     eng = _scenario_engine(scenario, delay)
     _decision_log(eng, scenario, stream)
     for name, pods in eng.ledger.quota_pods.items():
+        eng.tree_of(name).refresh(name)
         node = eng.tree_of(name).node(name)
         if node is None or not node.is_quota:
             continue
@@ -112,6 +113,7 @@ def test_a_groups_pods_take_its_place_in_the_labels_order(
         eng.observe_pod(facts)
         eng.decide(float(i))
         for name, pods in eng.ledger.quota_pods.items():
+            eng.tree_of(name).refresh(name)
             node = eng.tree_of(name).node(name)
             if node is None or not node.is_quota:
                 continue
