@@ -63,7 +63,7 @@ class GroupLedger:
         #: quota -> [pending, admitted] groups; and the gated pods kept here, per quota
         self._tally: dict[str, list[int]] = {}
         self.held_in: dict[str, int] = {}
-        self._held_quota: dict[str, str] = {}  # pod kept here -> the quota counting it
+        self.held_quota: dict[str, str] = {}  # pod kept here -> the quota counting it
         #: Groups whose state or pods changed since the last round (their clocks look).
         self.look: dict[str, GroupRecord] = {}
         #: Pending pods of admitted groups with a reservation: the next round admits them.
@@ -375,13 +375,13 @@ class GroupLedger:
         if quota == "":
             quota = self._coverage.resolve(facts.namespace, facts.labels).quota
         if quota is not None:
-            self._held_quota[facts.key] = quota
+            self.held_quota[facts.key] = quota
             self.held_in[quota] = self.held_in.get(quota, 0) + 1
         return record
 
     def _unhold(self, key: str) -> PodRecord | None:
         self.ledger.unannounced.pop(key, None)
-        quota = self._held_quota.pop(key, None)
+        quota = self.held_quota.pop(key, None)
         if quota is not None:
             self.held_in[quota] -= 1
         return self.ledger.pods.pop(key, None)
