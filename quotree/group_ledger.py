@@ -42,15 +42,7 @@ from quotree.resolution import Coverage
 if TYPE_CHECKING:
     from quotree.intake import PodIntake
 
-__all__ = [
-    "ADMITTED",
-    "INCOMPLETE",
-    "PENDING",
-    "GroupLedger",
-    "GroupRecord",
-    "GroupView",
-    "Groups",
-]
+__all__ = ["ADMITTED", "INCOMPLETE", "PENDING", "GroupLedger", "GroupRecord", "GroupView", "Groups"]
 
 
 class GroupLedger:
@@ -71,7 +63,7 @@ class GroupLedger:
         #: quota -> [pending, admitted] groups; and the gated pods kept here, per quota
         self._tally: dict[str, list[int]] = {}
         self.held_in: dict[str, int] = {}
-        self._held_quota: dict[str, str] = {}  # pod kept here -> the quota counting it
+        self.held_quota: dict[str, str] = {}  # pod kept here -> the quota counting it
         #: Groups whose state or pods changed since the last round (their clocks look).
         self.look: dict[str, GroupRecord] = {}
         #: Pending pods of admitted groups with a reservation: the next round admits them.
@@ -276,7 +268,7 @@ class GroupLedger:
         elif group.pods or group.slots:
             why = disagreement(group_key, (quota, spec, facts.priority), group.declaration)
             if why is not None:
-                return self._hold_alone(facts, f"waiting: {why}", None)
+                return self._hold_alone(facts, f"waiting: {why}", None, quota)
         else:
             self._count(group, -1)
             group.spec, group.quota, group.priority, group.job = spec, quota, facts.priority, job
@@ -288,7 +280,7 @@ class GroupLedger:
                 self._release(group, joining=key)
                 return self.ledger.pods.get(key)
             group.held.add(key)
-            record = self._hold(facts, "")
+            record = self._hold(facts, "", quota)
             self.say_incomplete(group)
             self.look[group_key] = group  # its clock starts, if not yet
             return record
@@ -363,29 +355,33 @@ class GroupLedger:
                 told.add(key)
                 self.ledger.unannounced[key] = group.reason
 
-    def _hold_alone(self, facts: PodFacts, reason: str, job: str | None) -> PodRecord:
+    def _hold_alone(
+        self, facts: PodFacts, reason: str, job: str | None, quota: str | None = ""
+    ) -> PodRecord:
         self.alone[facts.key] = job
         if job is not None:
             self._waiting_for.setdefault(job, set()).add(facts.key)
-        return self._hold(facts, reason)
+        return self._hold(facts, reason, quota)
 
-    def _hold(self, facts: PodFacts, reason: str) -> PodRecord:
+    def _hold(self, facts: PodFacts, reason: str, quota: str | None = "") -> PodRecord:
         """A gated pod kept out of the intake: it waits, holds nothing, says why (and
-        counts in the pendingPods of the quota it would be charged to)."""
+        counts in the pendingPods of `quota`, the one it would be charged to; "": not
+        resolved yet, a pod that joins a group was resolved once already)."""
         record = PodRecord(facts, None, PodState.PENDING, next(self.ledger.arrivals))
         record.reason = reason
         self.ledger.pods[facts.key] = record
         if reason:
             self.ledger.unannounced[facts.key] = reason
-        quota = self._coverage.resolve(facts.namespace, facts.labels).quota
+        if quota == "":
+            quota = self._coverage.resolve(facts.namespace, facts.labels).quota
         if quota is not None:
-            self._held_quota[facts.key] = quota
+            self.held_quota[facts.key] = quota
             self.held_in[quota] = self.held_in.get(quota, 0) + 1
         return record
 
     def _unhold(self, key: str) -> PodRecord | None:
         self.ledger.unannounced.pop(key, None)
-        quota = self._held_quota.pop(key, None)
+        quota = self.held_quota.pop(key, None)
         if quota is not None:
             self.held_in[quota] -= 1
         return self.ledger.pods.pop(key, None)

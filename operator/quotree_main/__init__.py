@@ -27,7 +27,7 @@ from quotree.models import GROUP, VERSION
 from quotree_main import startup
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
-from quotree_operator.controller import Controller
+from quotree_operator.controller import Controller, tune_garbage_collection
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.leader import LeaderLease
 from quotree_operator.lease_api import LeaseCalls
@@ -130,6 +130,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     except KubeError as exc:
         await kube.close()
         raise kopf.TemporaryError(startup.explain(exc), delay=startup.RETRY_DELAY) from None
+    tune_garbage_collection()  # what the start-up made lives on: out of the full collections
     webhooks = None
     if config.webhooks:
         webhooks = WebhookState(

@@ -249,11 +249,13 @@ class Inputs:
         self.signals.changed()
 
     def _counted_as(self, key: str) -> tuple[Any, ...] | None:
-        """What of the pod's record the statuses count: quotas, state, evicting."""
+        """What of the pod's record the statuses count: quotas, state, evicting, and the
+        quota that counts it while its group holds it (`GroupLedger.held_quota`)."""
         record = self.engine.pods.get(key)
         if record is None:
             return None
-        return (record.quota, record.also, record.state, record.evicting)
+        held = self.engine.group_ledger.held_quota.get(key) if record.quota is None else None
+        return (record.quota, record.also, record.state, record.evicting, held)
 
     def status_changed(
         self, before: tuple[Any, ...] | None, after: tuple[Any, ...] | None, namespace: str
@@ -265,9 +267,11 @@ class Inputs:
         for counted in (before, after):
             if counted is None:
                 continue
-            quota, also, state, _ = counted
+            quota, also, state, _, held = counted
             if quota is None:
-                if state is PodState.PENDING:  # unresolved: pending in the covering quotas
+                if held is not None:  # kept by its incomplete group: counted there only
+                    self.dirty.add(held)
+                elif state is PodState.PENDING:  # unresolved: pending in the covering quotas
                     for tree in self.engine.trees:
                         for name in self.engine.covering(namespace, tree):
                             self.dirty.add(name)

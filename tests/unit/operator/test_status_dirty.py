@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotree import ADMISSION_GATE
+from quotree.groups import POD_GROUP_LABEL, POD_GROUP_SIZE_ANNOTATION
+from quotree.models import QUOTA_LABEL
 from quotree_operator import status_writer as writer_mod
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
@@ -41,6 +43,14 @@ def pod_of(name: str, q: str, cpu: str = "1", *, gated: bool = True) -> dict[str
     """A pod of quota `q` (in its namespace) asking for `cpu`."""
     gates = [ADMISSION_GATE] if gated else []
     return pod(NAMESPACES[q], name, {"cpu": cpu}, gates=gates, uid=name)
+
+
+def group_pod(name: str, q: str, group: str, cpu: str = "1", size: int = 2) -> dict[str, Any]:
+    """A gated pod of pod group `group` (of `size` pods) labelled for quota `q`."""
+    labels = {POD_GROUP_LABEL: group, QUOTA_LABEL: q}
+    body = pod(NAMESPACES[q], name, {"cpu": cpu}, uid=name, labels=labels)
+    body["metadata"]["annotations"] = {POD_GROUP_SIZE_ANNOTATION: str(size)}
+    return body
 
 
 class Setup:
@@ -116,6 +126,30 @@ async def test_a_pod_event_that_changes_no_number_recomputes_nothing(counted: Se
     assert await counted.round() == ([], [])
 
 
+async def test_a_pod_its_incomplete_group_holds_recomputes_its_own_quota_only(
+    counted: Setup,
+) -> None:
+    # Another quota covers the pod's namespace too: the pod, labelled for qa, counts in
+    # qa's pendingPods only while its group holds it, so qa2 is not looked at.
+    counted.inputs.observe_quota_object(
+        quota("qa2", "ns-a", parent="c2", min={"cpu": "1"}), deleted=False
+    )
+    await counted.round()
+    counted.inputs.observe_pod(group_pod("g-0", "qa", "g"), deleted=False)
+    assert counted.controller.engine.groups["ns-a/g"].state == "incomplete"
+    computed, written = await counted.round()
+    assert computed == ["c1", "qa"]
+    assert written == ["qa"]  # pendingGroups and pendingPods moved (it holds no request)
+    counted.inputs.observe_pod(group_pod("g-1", "qa", "g"), deleted=False)  # complete
+    computed, written = await counted.round()
+    assert computed == ["c1", "qa"]
+    assert written == ["c1", "qa"]  # request and pendingPods moved
+    counted.inputs.observe_pod(group_pod("g-1", "qa", "g"), deleted=True)  # held again
+    computed, written = await counted.round()
+    assert computed == ["c1", "qa"]
+    assert written == ["c1", "qa"]
+
+
 async def test_runtime_moved_by_capacity_recomputes_the_quotas_it_moved(
     counted: Setup,
 ) -> None:
@@ -179,6 +213,7 @@ STEP = st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 12), st.just(0)),
     st.tuples(st.just("node"), st.integers(1, 12), st.just(0)),
     st.tuples(st.just("decide"), st.just(0), st.just(0)),
+    st.tuples(st.just("group"), st.sampled_from(sorted(NAMESPACES)), st.integers(0, 2)),
 )
 
 
@@ -195,6 +230,10 @@ async def test_after_every_round_nothing_is_left_unwritten(steps: list[Any]) -> 
         if kind == "pod":
             name = f"p{len(pods)}"
             setup.inputs.observe_pod(pod_of(name, a, str(b)), deleted=False)
+            pods.append(name)
+        elif kind == "group":  # a pod of one of three 2-pod groups of the quota
+            name = f"p{len(pods)}"
+            setup.inputs.observe_pod(group_pod(name, a, f"g{b}"), deleted=False)
             pods.append(name)
         elif kind == "delete" and pods:
             name = pods[a % len(pods)]
