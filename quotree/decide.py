@@ -25,7 +25,6 @@ from quotree.models import FLAVOR_LABEL
 from quotree.options import EngineOptions
 from quotree.placement import Placed, Placement
 from quotree.planner import Clock, EvictionPlanner
-from quotree.plans import Flavors
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.reasons import Reasons
 from quotree.round_scope import waiting_behind, worth_a_look
@@ -340,9 +339,10 @@ class Decider:
                 self.reasons.for_victims(name, node, record, verdict, out)
                 continue
             check = partial(self.seats.broken, record, name, here)
+            flavors = self.placement.reclaim_flavors(record, node.config)
             plan = self.planner.plan(
                 record, verdict, check=check, lenders=self.reasons.holders, clock=clock,
-                lowest=lowest, now=now, out=out, flavors=self._flavors(name, node, record),
+                lowest=lowest, now=now, out=out, flavors=flavors,
             )  # fmt: skip
             if plan.waits_for_evictions:
                 self.reasons.for_victims(name, node, record, verdict, out)
@@ -364,20 +364,6 @@ class Decider:
         if clocks:
             self.reasons.waiting_on_ancestor.add(name)  # its clocks run: look again each round
         return evicted
-
-    def _flavors(self, name: str, node: TreeNode, record: PodRecord) -> Flavors | None:
-        """A pod's flavors, for reclaim to take the one where it evicts least."""
-        if record.flavor is None or node.config is None:
-            return None
-        allowed = self.placement.placing(record, node.config).allowed
-        if len(allowed) < 2:
-            return None
-
-        def move(flavor: str) -> None:
-            self.placement.charge_to(record, flavor)
-            self.tree_of(name).refresh()
-
-        return Flavors(record.flavor, allowed, move)
 
     def evicted_for(self) -> None:
         """Evictions were asked for: the pods waiting for lent quota now say so."""

@@ -22,6 +22,7 @@ from quotree.flavors import allowed_flavors, charge
 from quotree.hold import Holds
 from quotree.models import NodeConfig
 from quotree.options import EngineOptions
+from quotree.plans import Flavors
 from quotree.pods import Placing, PodRecord, QuotaPods
 from quotree.runtime import QuotaTree
 
@@ -118,6 +119,21 @@ class Placement:
             if charged != record.charged:
                 others[quota] = charged
         record.charged_in = others or None
+
+    def reclaim_flavors(self, record: PodRecord, config: NodeConfig | None) -> Flavors | None:
+        """A pod's flavors, for reclaim to take the one where it evicts least (None: one)."""
+        if record.flavor is None or config is None:
+            return None
+        allowed = self.placing(record, config).allowed
+        if len(allowed) < 2:
+            return None
+
+        def move(flavor: str) -> None:
+            assert record.quota is not None
+            self.charge_to(record, flavor)
+            self._tree_of(record.quota).refresh()
+
+        return Flavors(record.flavor, allowed, move)
 
     def placing(self, record: PodRecord, config: NodeConfig) -> Placing:
         """The pod's flavor look-ups under its quota's `config`: taken once, and again only
