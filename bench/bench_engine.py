@@ -41,7 +41,7 @@ from pathlib import Path
 
 from quotree.engine import Decisions, Engine
 from quotree.flavor_spec import FlavorConfig
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.options import EngineOptions
 from quotree.podfacts import PodFacts
 from quotree.simulate import simulate
@@ -78,10 +78,10 @@ def _flavored(amounts: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def _split(config: NodeConfig) -> NodeConfig:
+def _split(config: MemberConfig) -> MemberConfig:
     if not FLAVORS:
         return config
-    return NodeConfig(
+    return MemberConfig(
         kind=config.kind,
         name=config.name,
         namespace=config.namespace,
@@ -93,11 +93,11 @@ def _split(config: NodeConfig) -> NodeConfig:
     )
 
 
-def build_configs(n: int) -> list[NodeConfig]:
+def build_configs(n: int) -> list[MemberConfig]:
     return [_split(c) for c in _plain_configs(n)]
 
 
-def _plain_configs(n: int) -> list[NodeConfig]:
+def _plain_configs(n: int) -> list[MemberConfig]:
     configs = []
     tops = max(n // 100, 1)
     for t in range(tops):
@@ -106,7 +106,7 @@ def _plain_configs(n: int) -> list[NodeConfig]:
             for q in range(n // (tops * 10)):
                 mins = dict(RESOURCES)
                 configs.append(
-                    NodeConfig(
+                    MemberConfig(
                         kind="ElasticQuota",
                         name=f"q-{t}-{m}-{q}",
                         namespace=f"ns-{t}-{m}-{q}",
@@ -118,7 +118,7 @@ def _plain_configs(n: int) -> list[NodeConfig]:
         per_mid = n // (tops * 10)
         for mid in mids:
             configs.append(
-                NodeConfig(
+                MemberConfig(
                     kind="Cohort",
                     name=mid,
                     parent=f"top-{t}",
@@ -126,7 +126,7 @@ def _plain_configs(n: int) -> list[NodeConfig]:
                 )
             )
         configs.append(
-            NodeConfig(
+            MemberConfig(
                 kind="Cohort",
                 name=f"top-{t}",
                 min={r: v * per_mid * 10 for r, v in RESOURCES.items()},
@@ -135,7 +135,7 @@ def _plain_configs(n: int) -> list[NodeConfig]:
     return configs
 
 
-def project_tree(configs: list[NodeConfig]) -> list[NodeConfig]:
+def project_tree(configs: list[MemberConfig]) -> list[MemberConfig]:
     """The same shape as a second tree: each project quota covers its org quota's namespace."""
     out = []
     for config in configs:

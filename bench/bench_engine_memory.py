@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 from quotree.engine import Engine  # noqa: E402
-from quotree.models import parse_node  # noqa: E402
+from quotree.models import parse_member  # noqa: E402
 from quotree.podfacts import pod_facts  # noqa: E402
 
 QUOTAS = 100
@@ -67,7 +67,7 @@ def main() -> None:
     engine = Engine()
     engine.set_cluster_node("pool", {"cpu": 10**9, "memory": 10**15, "nvidia.com/gpu": 10**5})
     for q in range(QUOTAS):
-        engine.set_config(parse_node(_quota(q)))
+        engine.set_config(parse_member(_quota(q)))
     engine.decide(0.0)
     bodies = [_pod(i) for i in range(n)]
     gc.collect()

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 
 from quotree.engine import Engine, PodState
 from quotree.groups import GroupSpec
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.podfacts import PodFacts
 
 QUOTAS = 40
@@ -44,11 +44,11 @@ RESOURCE = "example.com/unit"
 PHASES = ("arrive", "bind", "end")
 
 
-def configs(contended: bool) -> list[NodeConfig]:
+def configs(contended: bool) -> list[MemberConfig]:
     share = PODS_PER_QUOTA // 2 if contended else PODS_PER_QUOTA
     per_cohort = QUOTAS // COHORTS
     out = [
-        NodeConfig(
+        MemberConfig(
             name=f"c{c}",
             kind="Cohort",
             min={RESOURCE: share * per_cohort},
@@ -58,7 +58,7 @@ def configs(contended: bool) -> list[NodeConfig]:
     ]
     for q in range(QUOTAS):
         out.append(
-            NodeConfig(
+            MemberConfig(
                 name=f"q{q}",
                 kind="ElasticQuota",
                 parent=f"c{q // per_cohort}",

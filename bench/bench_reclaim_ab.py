@@ -77,10 +77,12 @@ def build_mixed(bench: Any, n: int) -> tuple[Any, list[Any]]:
     for c in range(max(n // MIXED_PER_COHORT, 1)):
         cohort = f"c-{c}"
         engine.set_config(
-            bench.NodeConfig(kind="Cohort", name=cohort, min=split(mins, MIXED_PER_COHORT), **extra)
+            bench.MemberConfig(
+                kind="Cohort", name=cohort, min=split(mins, MIXED_PER_COHORT), **extra
+            )
         )
         for q in range(MIXED_PER_COHORT):
-            config = bench.NodeConfig(
+            config = bench.MemberConfig(
                 kind="ElasticQuota", name=f"q-{c}-{q}", namespace=f"ns-{c}-{q}",
                 parent=cohort, min=split(mins), max=split(maxes), **extra,
             )  # fmt: skip

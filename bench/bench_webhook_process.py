@@ -32,7 +32,7 @@ import aiohttp  # noqa: E402
 from aiohttp import web  # noqa: E402
 
 from bench.bench_webhooks import MINIMAL_NOOP  # noqa: E402
-from quotree import parse_node  # noqa: E402
+from quotree import parse_member  # noqa: E402
 from quotree.engine import Engine  # noqa: E402
 from quotree_webhooks import tls  # noqa: E402
 from quotree_webhooks.process import WebhookProcess  # noqa: E402
@@ -101,7 +101,9 @@ async def main(requests: int, rounds: int, new_connections: bool) -> None:
     pki = tls.ensure_pki(tmp / "pki", ["127.0.0.1", "localhost"])
     engine = Engine()
     engine.set_config(
-        parse_node({"kind": "ElasticQuota", "metadata": {"name": "team-a", "namespace": "team-a"}})
+        parse_member(
+            {"kind": "ElasticQuota", "metadata": {"name": "team-a", "namespace": "team-a"}}
+        )
     )
     settings = WebhookSettings(frozenset(), "127.0.0.1", free_port(), tmp)
     upstream = f"\0quotree-bench-{os.getpid()}"

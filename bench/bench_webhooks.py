@@ -1,6 +1,6 @@
 """Benchmark of the admission webhooks (a script, not a test). Prints a Markdown block.
 
-1. Validation latency in-process: `decisions.review_node` for an ElasticQuota
+1. Validation latency in-process: `decisions.review_member` for an ElasticQuota
    update in a tree of 10,000 nodes (100 Cohorts x 99 ElasticQuotas), the work
    the validating webhook does per request (target p99 < 50 ms).
 2. Pod CREATE latency through the local API server (hack/cluster.sh must be
@@ -36,7 +36,7 @@ sys.path[:0] = [str(REPO), str(REPO / "operator"), str(REPO / "webhooks")]
 
 from kubernetes_asyncio import client, config  # noqa: E402
 
-from quotree import Engine, parse_node  # noqa: E402
+from quotree import Engine, parse_member  # noqa: E402
 from quotree_webhooks import decisions, tls  # noqa: E402
 from tests.e2e import cluster  # noqa: E402
 from tests.e2e.operator_proc import delete_webhook_configurations, start_operator  # noqa: E402
@@ -96,13 +96,13 @@ def bench_validation(rounds: int = 1000) -> tuple[float, float]:
     engine = Engine()
     for c in range(100):
         engine.set_config(
-            parse_node(
+            parse_member(
                 {"kind": "Cohort", "metadata": {"name": f"c{c}"}, "spec": {"min": {"cpu": "1000"}}}
             )
         )
         for q in range(99):
             engine.set_config(
-                parse_node(
+                parse_member(
                     {
                         "kind": "ElasticQuota",
                         "metadata": {"name": f"q{c}-{q}", "namespace": f"n{c}-{q}"},
@@ -120,7 +120,7 @@ def bench_validation(rounds: int = 1000) -> tuple[float, float]:
     for i in range(rounds):
         new = {**old, "spec": {"parent": "c7", "min": {"cpu": f"{5 + i % 6}"}}}
         start = time.perf_counter()
-        verdict = decisions.review_node(engine, "UPDATE", new, old)
+        verdict = decisions.review_member(engine, "UPDATE", new, old)
         times.append((time.perf_counter() - start) * 1000)
         assert verdict.allowed
     return pct(times, 0.5), pct(times, 0.99)
@@ -451,7 +451,7 @@ def main() -> None:
         return
     v50, v99 = bench_validation()
     print(
-        f"- ElasticQuota UPDATE validation, 10,000-node tree, in-process (decisions.review_node, "
+        f"- ElasticQuota UPDATE validation, 10,000-node tree, in-process (decisions.review_member, "
         f"1000 runs): p50 {v50:.2f} ms, p99 {v99:.2f} ms (target p99 < 50 ms)"
     )
     if args.skip_api:

@@ -12,8 +12,8 @@ from quotree.models import (
     CohortSpec,
     ConfigError,
     ElasticQuotaSpec,
-    NodeConfig,
-    parse_node,
+    MemberConfig,
+    parse_member,
 )
 from quotree.podfacts import PodFacts, pod_facts
 from quotree.quantity import UNLIMITED, QuantityError, format_quantity, parse_quantity
@@ -32,7 +32,7 @@ __all__ = [
     "ElasticQuotaSpec",
     "Engine",
     "Eviction",
-    "NodeConfig",
+    "MemberConfig",
     "PodFacts",
     "PodState",
     "QuantityError",
@@ -43,7 +43,7 @@ __all__ = [
     "check_apply_forest",
     "check_delete",
     "format_quantity",
-    "parse_node",
+    "parse_member",
     "parse_quantity",
     "pod_facts",
 ]

@@ -1,29 +1,29 @@
-"""Per-resource accounting of one live tree node, kept beside the structure's graph.
+"""Per-resource accounting of one live tree member, kept beside the structure's graph.
 
 Why a module of its own: the DiGraph (`structure.py`) says who is whose
-parent; a `TreeNode` says, per resource, what a node asks for, what it is
-given and what it holds. `QuotaTree` (`runtime.py`) keeps one `TreeNode` per
-live node, keyed by name, and looks parents and children up in the graph.
+parent; a `TreeMember` says, per resource, what a member asks for, what it is
+given and what it holds. `QuotaTree` (`runtime.py`) keeps one `TreeMember` per
+live member, keyed by name, and looks parents and children up in the graph.
 The names follow the semantics ("Per node").
 """
 
 from __future__ import annotations
 
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.quantity import UNLIMITED
 
-__all__ = ["ChildLists", "TreeNode"]
+__all__ = ["ChildLists", "TreeMember"]
 
 
 class ChildLists:
     """A parent's children in one resource as a saturated distribution reads them: names,
     mins and weights in `children_in`'s order (fixed until the next rebuild, which makes
-    new nodes), and the guarantees last scaled from the mins with the total they were
+    new members), and the guarantees last scaled from the mins with the total they were
     scaled to (they depend on nothing else)."""
 
     __slots__ = ("guarantees", "mins", "names", "scale_total", "weights")
 
-    def __init__(self, children: list[TreeNode], resource: str) -> None:
+    def __init__(self, children: list[TreeMember], resource: str) -> None:
         self.names = [child.name for child in children]
         self.mins = [child.min[resource] for child in children]
         self.weights = [child.weight[resource] for child in children]
@@ -31,7 +31,7 @@ class ChildLists:
         self.guarantees: list[int] = []
 
 
-class TreeNode:
+class TreeMember:
     """One live Cohort or ElasticQuota (or the cluster root), per resource it takes part in."""
 
     __slots__ = (
@@ -59,13 +59,13 @@ class TreeNode:
         "weight",
     )
 
-    def __init__(self, name: str, config: NodeConfig | None, depth: int) -> None:
+    def __init__(self, name: str, config: MemberConfig | None, depth: int) -> None:
         self.name = name
         self.config = config  # None for the cluster root
         self.depth = depth  # 0 for the root; orders the top-down runtime pass
         #: An ElasticQuota (pods are charged only to these); read at every step of a pass.
         self.is_quota = config is not None and config.is_leaf
-        #: The resources the node takes part in (the semantics, "The tree").
+        #: The resources the member takes part in (the semantics, "The tree").
         self.resources: frozenset[str] = frozenset()
         # From the configuration (the semantics, "Per node"):
         self.min: dict[str, int] = {}
@@ -87,7 +87,7 @@ class TreeNode:
             # 10,000 quotas (issue 12's memory target).
             return
         #: Per resource, the children taking part in it (from the graph, at each rebuild).
-        self.children_in: dict[str, list[TreeNode]] = {}
+        self.children_in: dict[str, list[TreeMember]] = {}
         # Kept by a parent so that one changed child is handled without its siblings:
         self.sum_min: dict[str, int] = {}  # children's mins
         self.sum_target: dict[str, int] = {}  # children's targets
@@ -102,7 +102,7 @@ class TreeNode:
         self.scaled: dict[str, ChildLists] = {}
 
     def set_limits(self) -> None:
-        """min, cap, floor and sharedWeight for every resource the node takes part in."""
+        """min, cap, floor and sharedWeight for every resource the member takes part in."""
         config = self.config
         assert config is not None
         for resource in self.resources:
@@ -130,4 +130,4 @@ class TreeNode:
         return min(self.cap[resource], max(self.raw_request[resource], self.floor[resource]))
 
     def __repr__(self) -> str:
-        return f"TreeNode({self.name!r})"
+        return f"TreeMember({self.name!r})"

@@ -13,7 +13,7 @@ import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.pods import PodRecord, QuotaPods, Unit
 from quotree.quantity import format_quantity, is_unlimited
 
@@ -38,29 +38,29 @@ IN_QUOTA = "in-quota"
 OVER_QUOTA = "over-quota"
 
 
-def shortfall(node: TreeNode, record: Unit) -> dict[str, int]:
+def shortfall(member: TreeMember, record: Unit) -> dict[str, int]:
     """By how much the pod does not fit, per governed resource (empty: it fits)."""
     short = {}
-    request = record.request_in(node.name)
-    for resource in node.resources:
+    request = record.request_in(member.name)
+    for resource in member.resources:
         amount = request.get(resource, 0)
         if not amount:
             continue
-        excess = node.used[resource] + amount - node.runtime[resource]
+        excess = member.used[resource] + amount - member.runtime[resource]
         if excess > 0:
             short[resource] = excess
     return short
 
 
-def may_fit(node: TreeNode, path: list[TreeNode], request: Mapping[str, int]) -> bool:
+def may_fit(member: TreeMember, path: list[TreeMember], request: Mapping[str, int]) -> bool:
     """Could a pod charged `request` fit the quota and the ancestors on `path`, whatever its
     demand does to their runtimes? False when used + request is above a cap (runtime never
     exceeds cap) or, at the root, above the capacity. A cheap necessary condition only."""
-    for resource in node.resources:
+    for resource in member.resources:
         amount = request.get(resource, 0)
         if not amount:
             continue
-        if node.used[resource] + amount > node.cap[resource]:
+        if member.used[resource] + amount > member.cap[resource]:
             return False
         for ancestor in path:
             bound = (
@@ -72,17 +72,17 @@ def may_fit(node: TreeNode, path: list[TreeNode], request: Mapping[str, int]) ->
 
 
 def ancestor_shortfall(
-    path: list[TreeNode], node: TreeNode, record: Unit
-) -> tuple[TreeNode, dict[str, int]] | None:
+    path: list[TreeMember], member: TreeMember, record: Unit
+) -> tuple[TreeMember, dict[str, int]] | None:
     """The nearest ancestor (up to the root) where `used + request > runtime`, and by how much.
 
     `path` is the quota's ancestors, nearest first, ending with the root (whose
     runtime is the capacity). Only the resources the quota takes part in count.
     """
-    request = record.request_in(node.name)
+    request = record.request_in(member.name)
     for ancestor in path:
         short = {}
-        for resource in node.resources:
+        for resource in member.resources:
             amount = request.get(resource, 0)
             if amount:
                 excess = ancestor.used[resource] + amount - ancestor.runtime[resource]
@@ -103,18 +103,18 @@ class Lender:
     seconds: float | None  # until its reclaim; None: its pods are already being evicted
 
 
-def ancestor_label(ancestor: TreeNode, tree: str | None = None) -> str:
+def ancestor_label(ancestor: TreeMember, tree: str | None = None) -> str:
     label = "the cluster" if ancestor.config is None else ancestor.config.describe()
     return label + tree_tag(tree)
 
 
 def tree_tag(tree: str | None) -> str:
-    """` (tree projects)` after a node's name in a reason, when it is not the default tree's."""
+    """` (tree projects)` after a member's name in a reason, when it is not the default tree's."""
     return f" (tree {tree})" if tree else ""
 
 
 def why_waits(
-    ancestor: TreeNode,
+    ancestor: TreeMember,
     request: Mapping[str, int],
     short: Mapping[str, int],
     lenders: list[Lender],
@@ -144,7 +144,7 @@ def why_waits(
 
 
 def ancestor_text(
-    ancestor: TreeNode,
+    ancestor: TreeMember,
     request: Mapping[str, int],
     short: Mapping[str, int],
     *,
@@ -162,36 +162,36 @@ def ancestor_text(
     return f"does not fit in {ancestor_label(ancestor, tree)}: " + "; ".join(parts)
 
 
-def non_preemptible_shortfall(node: TreeNode, pods: QuotaPods, record: Unit) -> dict[str, int]:
+def non_preemptible_shortfall(member: TreeMember, pods: QuotaPods, record: Unit) -> dict[str, int]:
     """A non-preemptible pod also fits within the (scaled) min: by how much it does not."""
     if record.preemptible:
         return {}
     short = {}
-    request = record.request_in(node.name)
-    for resource in node.resources:
+    request = record.request_in(member.name)
+    for resource in member.resources:
         amount = request.get(resource, 0)
         if not amount:
             continue
         held = pods.non_preemptible_used.get(resource, 0)
-        excess = held + amount - node.guarantee[resource]
+        excess = held + amount - member.guarantee[resource]
         if excess > 0:
             short[resource] = excess
     return short
 
 
-#: `room`'s answer: the nodes and resource sets it was taken over (compared by identity),
+#: `room`'s answer: the members and resource sets it was taken over (compared by identity),
 #: then per resource, in that order: runtime - used, guarantee - non-preemptible used, and
 #: the least runtime - used of the ancestors.
 Room = tuple[list[object], list[int], list[int], list[int]]
 
 
-def room(node: TreeNode, path: list[TreeNode], pods: QuotaPods) -> Room:
+def room(member: TreeMember, path: list[TreeMember], pods: QuotaPods) -> Room:
     """Per resource: runtime - used, guarantee - non-preemptible used, and the least
     runtime - used of the ancestors on `path`. No pending pod can start to fit unless
     one of them grew. Flat lists, not a dict per resource: it is taken twice for every
     quota the decider looks at."""
-    resources = node.resources
-    runtime, used, guarantee = node.runtime, node.used, node.guarantee
+    resources = member.resources
+    runtime, used, guarantee = member.runtime, member.used, member.guarantee
     own = [runtime[r] - used[r] for r in resources]
     held = pods.non_preemptible_used
     if held:
@@ -203,16 +203,16 @@ def room(node: TreeNode, path: list[TreeNode], pods: QuotaPods) -> Room:
         runtime, used = ancestor.runtime, ancestor.used
         here = [runtime[r] - used[r] for r in resources]
         least = here if least is None else list(map(min, least, here))
-    return [node, resources], own, guaranteed, least if least is not None else [0] * len(own)
+    return [member, resources], own, guaranteed, least if least is not None else [0] * len(own)
 
 
 def room_grew(room: Room, before: Room | None, *, ancestors: bool) -> bool:
-    """Whether `room` may let in a pod that `before` did not: taken over other nodes or
+    """Whether `room` may let in a pod that `before` did not: taken over other members or
     resources, or larger somewhere (in the ancestors' part only when `ancestors`)."""
     if before is None:
         return True
-    nodes, old_nodes = room[0], before[0]
-    if len(nodes) != len(old_nodes) or not all(map(operator.is_, nodes, old_nodes)):
+    members, old_members = room[0], before[0]
+    if len(members) != len(old_members) or not all(map(operator.is_, members, old_members)):
         return True
     return not (
         all(map(int.__le__, room[1], before[1]))
@@ -221,37 +221,37 @@ def room_grew(room: Room, before: Room | None, *, ancestors: bool) -> bool:
     )
 
 
-def reason_key(node: TreeNode, short: Mapping[str, int], *, non_preemptible: bool) -> object:
+def reason_key(member: TreeMember, short: Mapping[str, int], *, non_preemptible: bool) -> object:
     """The numbers a Pending reason is built from: the text is redone only when they change."""
     return (
         non_preemptible,
         tuple(
-            (r, short[r], node.used[r], node.runtime[r], node.guarantee[r], node.cap[r])
+            (r, short[r], member.used[r], member.runtime[r], member.guarantee[r], member.cap[r])
             for r in short
         ),
     )
 
 
-def fit_message(name: str, node: TreeNode, record: PodRecord) -> str:
+def fit_message(name: str, member: TreeMember, record: PodRecord) -> str:
     parts = [
-        f"{r} used {format_quantity(node.used[r], r)} of runtime "
-        f"{format_quantity(node.runtime[r], r)}"
-        for r in sorted(node.resources)
+        f"{r} used {format_quantity(member.used[r], r)} of runtime "
+        f"{format_quantity(member.runtime[r], r)}"
+        for r in sorted(member.resources)
         if record.request.get(r, 0)
     ]
     return f"admitted to ElasticQuota {name}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
-def min_text(node: TreeNode, resource: str) -> str:
+def min_text(member: TreeMember, resource: str) -> str:
     """`min 4`, or `min 4, scaled 3500m` when the cluster shrank and the guarantee with it."""
-    low, guarantee = node.min[resource], node.guarantee[resource]
+    low, guarantee = member.min[resource], member.guarantee[resource]
     text = f"min {format_quantity(low, resource)}"
     return text if guarantee >= low else f"{text}, scaled {format_quantity(guarantee, resource)}"
 
 
 def why_not(
     name: str,
-    node: TreeNode,
+    member: TreeMember,
     pods: QuotaPods,
     record: Unit,
     short: Mapping[str, int],
@@ -269,16 +269,16 @@ def why_not(
             used = format_quantity(pods.non_preemptible_used.get(resource, 0), resource)
             parts.append(
                 f"{resource}: non-preemptible used {used} + request {request} > "
-                + min_text(node, resource)
+                + min_text(member, resource)
             )
         else:
-            used = format_quantity(node.used[resource], resource)
-            runtime = format_quantity(node.runtime[resource], resource)
-            bound = node.cap[resource]
+            used = format_quantity(member.used[resource], resource)
+            runtime = format_quantity(member.runtime[resource], resource)
+            bound = member.cap[resource]
             limit = "" if is_unlimited(bound) else f", cap {format_quantity(bound, resource)}"
             parts.append(
                 f"{resource}: used {used} + request {request} > runtime {runtime}"
-                f" ({min_text(node, resource)}{limit})"
+                f" ({min_text(member, resource)}{limit})"
             )
     return f"does not fit in ElasticQuota {name}{tree_tag(tree)}: " + "; ".join(parts)
 
@@ -297,17 +297,17 @@ def in_quota_order(record: PodRecord) -> tuple[int, int, str]:
     return (-record.facts.priority, record.admitted_seq, record.key)
 
 
-def standings(node: TreeNode, pods: QuotaPods) -> list[tuple[PodRecord, str]]:
+def standings(member: TreeMember, pods: QuotaPods) -> list[tuple[PodRecord, str]]:
     """in-quota / over-quota for every admitted pod (semantics.md): by priority, then
     admission, the pods' requests add up; a pod is in-quota while the running sum is within
     the quota's guarantee (its min, after scaling) in every resource the pod requests."""
-    running: dict[str, int] = dict.fromkeys(node.resources, 0)
-    guarantee = node.guarantee
+    running: dict[str, int] = dict.fromkeys(member.resources, 0)
+    guarantee = member.guarantee
     labels = []
     for record in sorted(pods.admitted.values(), key=in_quota_order):
         request = record.request_in(pods.name)
         within = True
-        for resource in node.resources:
+        for resource in member.resources:
             amount = request.get(resource, 0)
             if amount:
                 running[resource] += amount

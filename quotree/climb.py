@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.settling import Dirty
 
 __all__ = ["climb", "mark"]
@@ -19,9 +19,9 @@ __all__ = ["climb", "mark"]
 
 def mark(
     dirty: dict[str, Dirty],
-    parent: TreeNode,
+    parent: TreeMember,
     resource: str,
-    child: TreeNode | None,
+    child: TreeMember | None,
     old_demand: int = 0,
 ) -> None:
     """Note that `parent` must redo its children's runtimes (child None: T changed only)."""
@@ -36,48 +36,48 @@ def mark(
 
 
 def climb(
-    node: TreeNode,
+    member: TreeMember,
     resource: str,
     *,
     dirty: dict[str, Dirty],
-    root: TreeNode,
-    path_up: dict[str, list[TreeNode]],
-    materialize_path: Callable[[TreeNode, str], None] | None,
+    root: TreeMember,
+    path_up: dict[str, list[TreeMember]],
+    materialize_path: Callable[[TreeMember, str], None] | None,
 ) -> None:
     """Carry a quota's raw-request change up the path as far as demand changes.
 
     `materialize_path` (None: nothing is deferred) brings a deferred subtree on the
     quota's path up to date before its demand moves."""
     while True:
-        old = node.demand[resource]
-        # node.clamp and node.target, inlined: this runs per resource and level for
+        old = member.demand[resource]
+        # member.clamp and member.target, inlined: this runs per resource and level for
         # every pod that comes or goes.
-        raw, floor, cap = node.raw_request[resource], node.floor[resource], node.cap[resource]
+        raw, floor, cap = member.raw_request[resource], member.floor[resource], member.cap[resource]
         new = min(cap, raw if raw > floor else floor)
         if new == old:
             return
-        if materialize_path is not None and node.is_quota:
-            materialize_path(node, resource)
-        node.demand[resource] = new
-        parent = path_up[node.name][0]
-        guarantee = node.guarantee.get(resource)
+        if materialize_path is not None and member.is_quota:
+            materialize_path(member, resource)
+        member.demand[resource] = new
+        parent = path_up[member.name][0]
+        guarantee = member.guarantee.get(resource)
         if guarantee is not None and resource in parent.sum_base:
             parent.sum_base[resource] += min(new, guarantee) - min(old, guarantee)
-        if node.weight[resource] > 0:
+        if member.weight[resource] > 0:
             parent.sum_target[resource] += new - old
         else:
-            low = node.min[resource]
+            low = member.min[resource]
             parent.sum_target[resource] += min(new, low) - min(old, low)
-        # When the node wants more than it gets, before and after, below a parent that
+        # When the member wants more than it gets, before and after, below a parent that
         # was saturated at its last distribution and still is with the same total,
         # redistributing would move nobody's share (`distribute`'s first shortcut): the
         # parent is not marked. Should its total move in this settle, it is redone in
         # full anyway.
-        runtime = node.runtime.get(resource)
+        runtime = member.runtime.get(resource)
         if runtime is None or old <= runtime or new <= runtime:
-            mark(dirty, parent, resource, node, old)
+            mark(dirty, parent, resource, member, old)
         elif parent.roomy.get(resource) is not False:
-            mark(dirty, parent, resource, node, old)  # roomy then, or never distributed
+            mark(dirty, parent, resource, member, old)  # roomy then, or never distributed
         else:
             total = parent.runtime[resource]
             scale_total = total if parent is root else max(total, parent.guarantee[resource])
@@ -88,8 +88,8 @@ def climb(
                     parent.sum_min[resource] <= scale_total and parent.sum_target[resource] <= total
                 )
             ):
-                mark(dirty, parent, resource, node, old)
+                mark(dirty, parent, resource, member, old)
         if parent is root:
             return
         parent.raw_request[resource] += new - old
-        node = parent
+        member = parent

@@ -15,7 +15,7 @@ import sys
 from functools import partial
 
 from quotree import admission, fit
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.decisions import Decisions
 from quotree.fit import Seat
 from quotree.gang_admission import GangAdmission
@@ -106,7 +106,7 @@ class Decider:
         record.placing = None  # never placed again
 
     def _admit_fit(
-        self, name: str, node: TreeNode, record: PodRecord, out: Decisions, how: str = ""
+        self, name: str, member: TreeMember, record: PodRecord, out: Decisions, how: str = ""
     ) -> None:
         """Admit a pending pod found to fit its quota `name` (and everything else), unless
         the room it fits in is being freed for another unit (`planner.room_held`)."""
@@ -117,7 +117,7 @@ class Decider:
             return
         # One string per quota (and way), shared by its admitted pods' records.
         self.admit(record, sys.intern(f"fits in ElasticQuota {name}{how}"))
-        self._admitted(out, record, admission.fit_message(name, node, record))
+        self._admitted(out, record, admission.fit_message(name, member, record))
 
     def _admitted(self, out: Decisions, record: PodRecord, message: str) -> None:
         """Report an admission decided here (with the flavor's nodeLabels, if any)."""
@@ -191,11 +191,11 @@ class Decider:
         pods = self.ledger.quota_pods.get(name)
         tree = self.tree_of(name)
         tree.refresh(name)
-        node = tree.node(name)
+        member = tree.member(name)
         if pods is None:
             self.planner.waiting.pop(name, None)
             return False
-        if node is None or not node.is_quota:
+        if member is None or not member.is_quota:
             self.planner.waiting.pop(name, None)
             pods.room = None  # when it comes back, look at its pods again
             problem = tree.problems.get(name)
@@ -203,7 +203,7 @@ class Decider:
             for _, key in pods.pending:
                 self.reasons.set(self.ledger.pods[key], f"waiting: {why}", out)
             return False
-        maintenance = self._in_maintenance(node)
+        maintenance = self._in_maintenance(member)
         if maintenance is not None:
             # Account and report, decide nothing: no admission, no eviction, no reclaim clock.
             self.planner.waiting.pop(name, None)
@@ -217,15 +217,15 @@ class Decider:
                 )
             return False
         admitted_before = len(pods.admitted)
-        evicted = self._admit_pending(name, node, pods, out, now=now)
+        evicted = self._admit_pending(name, member, pods, out, now=now)
         if relabel or evicted or admitted_before != len(pods.admitted):
-            pods.standings.relabel(node.guarantee, node.resources, pods.admitted, out.labels)
+            pods.standings.relabel(member.guarantee, member.resources, pods.admitted, out.labels)
         return evicted
 
     def _admit_pending(
         self,
         name: str,
-        node: TreeNode,
+        member: TreeMember,
         pods: QuotaPods,
         out: Decisions,
         *,
@@ -235,7 +235,7 @@ class Decider:
         if not pods.pending:
             return False
         force = force or self.planner.due(name, now)  # a unit's reclaim delay just passed
-        path = self.tree_of(name).path_up(node)
+        path = self.tree_of(name).path_up(member)
         before = pods.room
         # The ancestors' room (`admission.room`'s last list) holds back only a pod that
         # waits on an ancestor; any other pending pod fails its own quota first, so the
@@ -249,26 +249,26 @@ class Decider:
         if (
             not force
             and before is not None
-            and not admission.room_grew(self._room(node, path, pods), before, ancestors=ancestors)
+            and not admission.room_grew(self._room(member, path, pods), before, ancestors=ancestors)
         ):
             return False
-        evicted = self._scan_pending(name, node, path, pods, out, now=now)
-        pods.room = None if evicted else self._room(node, path, pods)  # evicted: look again
+        evicted = self._scan_pending(name, member, path, pods, out, now=now)
+        pods.room = None if evicted else self._room(member, path, pods)  # evicted: look again
         return evicted
 
-    def _room(self, node: TreeNode, path: list[TreeNode], pods: QuotaPods) -> admission.Room:
+    def _room(self, member: TreeMember, path: list[TreeMember], pods: QuotaPods) -> admission.Room:
         """`admission.room` of the quota and, with several trees, of the quotas its pending
         pods are also charged to (one after the other): no pending pod can start to fit
         unless one of them grew."""
-        room = admission.room(node, path, pods)
+        room = admission.room(member, path, pods)
         for other in pods.behind:
             tree = self.tree_of(other)
             tree.refresh(other)
-            other_node = tree.node(other)
-            if other_node is None or not other_node.is_quota:
+            other_member = tree.member(other)
+            if other_member is None or not other_member.is_quota:
                 continue  # its pods wait with the reason; it comes back through `changed`
             other_room = admission.room(
-                other_node, tree.path_up(other_node), self.ledger.quota_pods[other]
+                other_member, tree.path_up(other_member), self.ledger.quota_pods[other]
             )
             for mine, theirs in zip(room, other_room, strict=True):
                 mine.extend(theirs)  # type: ignore[attr-defined]
@@ -280,16 +280,16 @@ class Decider:
         for name, pods in self.ledger.quota_pods.items():
             tree = self.tree_of(name)
             tree.refresh(name)
-            node = tree.node(name)
-            if node is not None and node.is_quota:
-                self._admit_pending(name, node, pods, out, now=self.reasons.now, force=True)
+            member = tree.member(name)
+            if member is not None and member.is_quota:
+                self._admit_pending(name, member, pods, out, now=self.reasons.now, force=True)
         return out
 
     def _scan_pending(
         self,
         name: str,
-        node: TreeNode,
-        path: list[TreeNode],
+        member: TreeMember,
+        path: list[TreeMember],
         pods: QuotaPods,
         out: Decisions,
         *,
@@ -303,7 +303,7 @@ class Decider:
         placed: dict[object, str] = {}
         lowest: dict[str, int] = {}  # per quota, the lowest priority of its possible victims
         clocks: dict[str, Clock] = {}  # the reclaim clocks of the pods waiting for lent quota
-        here = Seat(node, path, pods)
+        here = Seat(member, path, pods)
         for key in self.planner.queue(name, pods.pending):
             record = self.ledger.pods.get(key)
             if record is None or record.state is not PodState.PENDING:
@@ -316,39 +316,39 @@ class Decider:
                     continue
             if record.flavor_needed and not self.planner.keeps_flavor(record):
                 placement = self.placement.place(
-                    name, node, path, record, self.seats.check, placed=placed
+                    name, member, path, record, self.seats.check, placed=placed
                 )
                 if placement is Placed.NOWHERE:
-                    assert node.config is not None
-                    self.reasons.set(record, self.placement.nowhere(name, node.config), out)
+                    assert member.config is not None
+                    self.reasons.set(record, self.placement.nowhere(name, member.config), out)
                     continue
                 if placement is Placed.FITS:  # checked there, every tree and ancestor
-                    self._admit_fit(name, node, record, out)
+                    self._admit_fit(name, member, record, out)
                     placed.clear()
                     continue
             verdict = self.seats.check(record, name, here)
             if verdict.fits:
-                self._admit_fit(name, node, record, out)
+                self._admit_fit(name, member, record, out)
                 placed.clear()
                 continue
             if not self.planner.worth_planning(record, verdict, lowest):
-                self.reasons.explain(name, node, record, verdict, out)
+                self.reasons.explain(name, member, record, verdict, out)
                 continue
             clock = partial(self.planner.waits, name, key, now, clocks)
             if self.planner.in_flight(record):
-                self.reasons.for_victims(name, node, record, verdict, out)
+                self.reasons.for_victims(name, member, record, verdict, out)
                 continue
             check = partial(self.seats.broken, record, name, here)
-            flavors = self.placement.reclaim_flavors(record, node.config)
+            flavors = self.placement.reclaim_flavors(record, member.config)
             plan = self.planner.plan(
                 record, verdict, check=check, lenders=self.reasons.holders, clock=clock,
                 lowest=lowest, now=now, out=out, flavors=flavors,
             )  # fmt: skip
             if plan.waits_for_evictions:
-                self.reasons.for_victims(name, node, record, verdict, out)
+                self.reasons.for_victims(name, member, record, verdict, out)
                 continue
             if not plan.evicted:
-                self.reasons.explain(name, node, record, verdict, out, refusal=plan.refusal)
+                self.reasons.explain(name, member, record, verdict, out, refusal=plan.refusal)
                 continue
             evicted = True
             placed.clear()
@@ -357,9 +357,9 @@ class Decider:
             self.tree_of(verdict.quota).refresh()
             after = self.seats.check(record, name, here)
             if after.fits:
-                self._admit_fit(name, node, record, out, " after preemption")
+                self._admit_fit(name, member, record, out, " after preemption")
             else:
-                self.reasons.for_victims(name, node, record, after, out)
+                self.reasons.for_victims(name, member, record, after, out)
         self.planner.keep_clocks(name, clocks)
         if clocks:
             self.reasons.waiting_on_ancestor.add(name)  # its clocks run: look again each round
@@ -384,6 +384,6 @@ class Decider:
             pods.room = None
             self.ledger.touched.add(name)
 
-    def _in_maintenance(self, node: TreeNode) -> str | None:
+    def _in_maintenance(self, member: TreeMember) -> str | None:
         """Why the quota is in maintenance mode (None: it is not)."""
-        return maintenance_reason(self.maintenance, self.forest.tree_of(node.name), node)
+        return maintenance_reason(self.maintenance, self.forest.tree_of(member.name), member)

@@ -31,19 +31,19 @@ add up to no more than the parent's guarantee), so they do not move.
 
 from __future__ import annotations
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 
-__all__ = ["UNBOUNDED", "node_margin", "quota_margin"]
+__all__ = ["UNBOUNDED", "member_margin", "quota_margin"]
 
 #: A margin that no fall in runtime can use up.
 UNBOUNDED = 1 << 126
 
 
-def node_margin(node: TreeNode, resource: str) -> int:
-    """How far the parent `node`'s runtime in `resource` may fall, its children fixed,
+def member_margin(member: TreeMember, resource: str) -> int:
+    """How far the parent `member`'s runtime in `resource` may fall, its children fixed,
     while its distribution stays monotone (see the module's docstring); 0: not at all."""
-    children = node.children_in[resource]
-    total = node.runtime[resource]
+    children = member.children_in[resource]
+    total = member.runtime[resource]
     sum_b = 0
     hungry = 0
     least_need = UNBOUNDED
@@ -63,9 +63,9 @@ def node_margin(node: TreeNode, resource: str) -> int:
                 weight = w
             elif w != weight:
                 one_weight = False
-    if node.sum_min[resource] > node.guarantee[resource]:
+    if member.sum_min[resource] > member.guarantee[resource]:
         return 0  # the mins may be scaled: guarantees would move with the total
-    sum_target = node.sum_target[resource]
+    sum_target = member.sum_target[resource]
     if hungry <= 1:
         return UNBOUNDED
     top_good = sum_b + hungry * least_need if one_weight else sum_b
@@ -80,7 +80,7 @@ def node_margin(node: TreeNode, resource: str) -> int:
     return _two_round_margin(children, resource, total - sum_b, hungry)
 
 
-def _two_round_margin(children: list[TreeNode], resource: str, leftover: int, hungry: int) -> int:
+def _two_round_margin(children: list[TreeMember], resource: str, leftover: int, hungry: int) -> int:
     """Equal weights, some needs met in the first round: how far the leftover may fall while
     the same children are met in the first round and nobody is met in the second (the
     returned units are dealt once, by name). Then each share only goes down with it."""
@@ -112,11 +112,11 @@ def _two_round_margin(children: list[TreeNode], resource: str, leftover: int, hu
     return max(leftover - hungry * met_need, 0)
 
 
-def quota_margin(node: TreeNode, resource: str) -> int:
+def quota_margin(member: TreeMember, resource: str) -> int:
     """How far the quota's runtime in `resource` may fall before it is over its runtime."""
-    used = node.used[resource]
-    demand = node.demand[resource]
-    low = node.min[resource]
+    used = member.used[resource]
+    demand = member.demand[resource]
+    low = member.min[resource]
     if used <= (demand if demand < low else low):
         return UNBOUNDED  # runtime never falls below min(demand, min) without scaling
-    return max(node.runtime[resource] - used, 0)
+    return max(member.runtime[resource] - used, 0)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from quotree.accounts import TreeNode
-from quotree.deferral import node_margin, quota_margin
+from quotree.accounts import TreeMember
+from quotree.deferral import member_margin, quota_margin
 from quotree.structure import ROOT
 
 __all__ = ["Deferred", "DeferredSubtrees", "Report"]
@@ -23,7 +23,7 @@ __all__ = ["Deferred", "DeferredSubtrees", "Report"]
 #: What a settle reports (`settling.settle_resource`): the quotas whose runtime changed,
 #: the members that gained room, the members that moved (None: not kept), the quotas to
 #: look at again for `QuotaTree.over_below`.
-Report = tuple[set[str], set[str], set[str] | None, set[TreeNode]]
+Report = tuple[set[str], set[str], set[str] | None, set[TreeMember]]
 
 #: A distributing member's state that a redistribution rewrites: roomy, last total, last
 #: scale total, sum of bases.
@@ -31,7 +31,7 @@ _State = tuple[bool, int, int, int]
 
 
 class _Cascade(Protocol):
-    def __call__(self, cohort: TreeNode, resource: str, *, report: bool) -> None: ...
+    def __call__(self, cohort: TreeMember, resource: str, *, report: bool) -> None: ...
 
 
 class Deferred:
@@ -52,34 +52,34 @@ class Deferred:
 class DeferredSubtrees:
     """The deferred subtrees of one live tree, by resource and by Cohort."""
 
-    __slots__ = ("_cascade", "_nodes", "_path_up", "_root", "at", "by_resource", "count", "moved")
+    __slots__ = ("_cascade", "_members", "_path_up", "_root", "at", "by_resource", "count", "moved")
 
     def __init__(
         self,
         cascade: _Cascade,
-        root: TreeNode,
-        nodes: dict[str, TreeNode],
-        path_up: dict[str, list[TreeNode]],
+        root: TreeMember,
+        members: dict[str, TreeMember],
+        path_up: dict[str, list[TreeMember]],
     ) -> None:
         self._cascade = cascade
-        self._root, self._nodes, self._path_up = root, nodes, path_up
+        self._root, self._members, self._path_up = root, members, path_up
         # These three are emptied in place, never replaced: `QuotaTree` keeps `at` as its own
         # attribute too, for the test every pod event makes ("is anything deferred?").
-        self.by_resource: dict[str, dict[TreeNode, Deferred]] = {}  # resource -> Cohort -> ...
-        self.at: dict[TreeNode, set[str]] = {}  # Cohort -> its deferred resources
-        self.moved: set[tuple[str, TreeNode]] = set()  # deferred and moved since settle()
+        self.by_resource: dict[str, dict[TreeMember, Deferred]] = {}  # resource -> Cohort -> ...
+        self.at: dict[TreeMember, set[str]] = {}  # Cohort -> its deferred resources
+        self.moved: set[tuple[str, TreeMember]] = set()  # deferred and moved since settle()
         self.count = 0  # subtrees left unevaluated so far (tests and benchmarks read it)
 
     def reset(
-        self, root: TreeNode, nodes: dict[str, TreeNode], path_up: dict[str, list[TreeNode]]
+        self, root: TreeMember, members: dict[str, TreeMember], path_up: dict[str, list[TreeMember]]
     ) -> None:
         """Nothing deferred, in the live tree given (after a full recompute)."""
-        self._root, self._nodes, self._path_up = root, nodes, path_up
+        self._root, self._members, self._path_up = root, members, path_up
         self.by_resource.clear()
         self.at.clear()
         self.moved.clear()
 
-    def defer(self, cohort: TreeNode, resource: str) -> bool:
+    def defer(self, cohort: TreeMember, resource: str) -> bool:
         """Leave `cohort`'s subtree as it is, its runtime having fallen, when nothing there
         can matter before it falls further than its slack (`deferral.py`)."""
         reflected = cohort.last_total[resource]
@@ -100,25 +100,25 @@ class DeferredSubtrees:
         self.count += 1
         return True
 
-    def _slack(self, cohort: TreeNode, resource: str, need: int) -> int:
+    def _slack(self, cohort: TreeMember, resource: str, need: int) -> int:
         """The least margin over `cohort`'s subtree (stopping once below `need`)."""
         deferred = self.by_resource.get(resource, {})
-        slack = node_margin(cohort, resource)
+        slack = member_margin(cohort, resource)
         stack = list(cohort.children_in[resource])
         while stack and slack >= need:
-            node = stack.pop()
-            if node.is_quota:
-                slack = min(slack, quota_margin(node, resource))
+            member = stack.pop()
+            if member.is_quota:
+                slack = min(slack, quota_margin(member, resource))
                 continue
-            if resource not in node.children_in:
+            if resource not in member.children_in:
                 continue
-            if node in deferred:
-                self.materialize(node, resource)  # one deferred subtree inside another: no
-            slack = min(slack, node_margin(node, resource))
-            stack.extend(node.children_in[resource])
+            if member in deferred:
+                self.materialize(member, resource)  # one deferred subtree inside another: no
+            slack = min(slack, member_margin(member, resource))
+            stack.extend(member.children_in[resource])
         return slack
 
-    def used_grew_below(self, quota: TreeNode, resource: str) -> None:
+    def used_grew_below(self, quota: TreeMember, resource: str) -> None:
         """The quota's used grew under a Cohort deferred in `resource`: its margin to its
         runtime shrank, and so may the subtree's slack (or the quota could go over its
         runtime, unreported, while the Cohort's runtime keeps falling within the old one).
@@ -134,7 +134,7 @@ class DeferredSubtrees:
                     self.materialize(walk, resource)
                 return
 
-    def still_deferred(self, cohort: TreeNode, resource: str, entry: Deferred) -> bool:
+    def still_deferred(self, cohort: TreeMember, resource: str, entry: Deferred) -> bool:
         """The deferred `cohort`'s runtime moved: may its subtree stay as it is?"""
         runtime = cohort.runtime[resource]
         if (
@@ -149,7 +149,7 @@ class DeferredSubtrees:
 
     def rise_back(
         self,
-        cohort: TreeNode,
+        cohort: TreeMember,
         resource: str,
         entry: Deferred,
         report: Report,
@@ -176,26 +176,26 @@ class DeferredSubtrees:
         self._cascade(cohort, resource, report=False)
         cohort.runtime[resource] = now
         changed, grown, moved, recheck = report
-        for node, (runtime, guarantee, state) in kept.items():
+        for member, (runtime, guarantee, state) in kept.items():
             if state is not None:
-                node.roomy[resource], node.last_total[resource] = state[0], state[1]
-                node.last_scale_total[resource], node.sum_base[resource] = state[2], state[3]
-            if node is cohort:
+                member.roomy[resource], member.last_total[resource] = state[0], state[1]
+                member.last_scale_total[resource], member.sum_base[resource] = state[2], state[3]
+            if member is cohort:
                 continue
-            was_runtime, was_guarantee = node.runtime[resource], node.guarantee[resource]
+            was_runtime, was_guarantee = member.runtime[resource], member.guarantee[resource]
             if was_runtime == runtime and was_guarantee == guarantee:
                 continue
             if runtime > was_runtime or guarantee > was_guarantee:
-                grown.add(node.name)
-            node.runtime[resource], node.guarantee[resource] = runtime, guarantee
+                grown.add(member.name)
+            member.runtime[resource], member.guarantee[resource] = runtime, guarantee
             if moved is not None:
-                moved.add(node.name)
-            if node.is_quota:
-                changed.add(node.name)
-                recheck.add(node)
+                moved.add(member.name)
+            if member.is_quota:
+                changed.add(member.name)
+                recheck.add(member)
         return True
 
-    def _forget(self, cohort: TreeNode, resource: str) -> Deferred:
+    def _forget(self, cohort: TreeMember, resource: str) -> Deferred:
         """Take `cohort` off the deferred subtrees in `resource`; returns its entry."""
         entry = self.by_resource[resource].pop(cohort)
         resources = self.at[cohort]
@@ -205,7 +205,7 @@ class DeferredSubtrees:
         self.moved.discard((resource, cohort))
         return entry
 
-    def materialize(self, cohort: TreeNode, resource: str, *, to_last: bool = True) -> None:
+    def materialize(self, cohort: TreeMember, resource: str, *, to_last: bool = True) -> None:
         """Bring the deferred subtree up to date: first, without reporting, to the runtimes
         of the last settle() (reported, and skipped by the decider, back then), then, with
         the changes reported, to the runtime the Cohort had last; its runtime is left as
@@ -223,34 +223,34 @@ class DeferredSubtrees:
             self._cascade(cohort, resource, report=True)
         cohort.runtime[resource] = now
 
-    def materialize_path(self, node: TreeNode, resource: str | None = None) -> None:
-        """Bring the runtimes on `node`'s path (and below it) up to date before they are read."""
-        for walk in (node, *self._path_up[node.name]):
+    def materialize_path(self, member: TreeMember, resource: str | None = None) -> None:
+        """Bring the runtimes on `member`'s path (and below it) up to date before they are read."""
+        for walk in (member, *self._path_up[member.name]):
             resources = self.at.get(walk)
             if resources:
                 for r in sorted(resources) if resource is None else [resource]:
                     if r in resources:
                         self.materialize(walk, r)
 
-    def materialize_below(self, node: TreeNode) -> None:
-        """Bring every runtime in `node`'s subtree, and on its path, up to date."""
-        self.materialize_path(node)
+    def materialize_below(self, member: TreeMember) -> None:
+        """Bring every runtime in `member`'s subtree, and on its path, up to date."""
+        self.materialize_path(member)
         for cohort in list(self.at):
-            if cohort in self.at and node in self._path_up[cohort.name]:
+            if cohort in self.at and member in self._path_up[cohort.name]:
                 for r in sorted(self.at[cohort]):
                     self.materialize(cohort, r)
 
     def check_moved(self, grown: set[str]) -> None:
         """At a settle(): a deferred subtree whose Cohort moved is brought up to date when a
-        node in it or above it gained room (`grown`, the names of the nodes that did: the
+        member in it or above it gained room (`grown`, the names of the members that did: the
         decider then looks at the quotas whose runtime changed); the others note their
         runtime as the new boundary."""
-        near: set[TreeNode] = set()  # the nodes that gained room and their ancestors
+        near: set[TreeMember] = set()  # the members that gained room and their ancestors
         for name in grown:
-            node = self._root if name == ROOT else self._nodes.get(name)
-            if node is not None:
-                near.add(node)
-                near.update(self._path_up.get(node.name, ()))
+            member = self._root if name == ROOT else self._members.get(name)
+            if member is not None:
+                near.add(member)
+                near.update(self._path_up.get(member.name, ()))
         moved = sorted(self.moved, key=lambda m: (m[0], m[1].depth, m[1].name))
         self.moved.clear()
         for resource, cohort in moved:
@@ -263,21 +263,23 @@ class DeferredSubtrees:
                 entry.boundary = cohort.runtime[resource]
 
 
-def _snapshot(cohort: TreeNode, resource: str) -> dict[TreeNode, tuple[int, int, _State | None]]:
+def _snapshot(
+    cohort: TreeMember, resource: str
+) -> dict[TreeMember, tuple[int, int, _State | None]]:
     """`cohort` and every member below it in `resource`: its runtime and guarantee there,
     and, for a Cohort, what its distribution keeps (None for a quota)."""
-    kept: dict[TreeNode, tuple[int, int, _State | None]] = {}
+    kept: dict[TreeMember, tuple[int, int, _State | None]] = {}
     stack = [cohort]
     while stack:
-        node = stack.pop()
+        member = stack.pop()
         state: _State | None = None
-        if not node.is_quota and resource in node.children_in:
+        if not member.is_quota and resource in member.children_in:
             state = (
-                node.roomy[resource],
-                node.last_total[resource],
-                node.last_scale_total[resource],
-                node.sum_base[resource],
+                member.roomy[resource],
+                member.last_total[resource],
+                member.last_scale_total[resource],
+                member.sum_base[resource],
             )
-            stack.extend(node.children_in[resource])
-        kept[node] = (node.runtime[resource], node.guarantee[resource], state)
+            stack.extend(member.children_in[resource])
+        kept[member] = (member.runtime[resource], member.guarantee[resource], state)
     return kept

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from operator import add, sub
 
-from quotree.accounts import ChildLists, TreeNode
+from quotree.accounts import ChildLists, TreeMember
 from quotree.sharing import proportional, water_fill
 
 __all__ = ["distribute"]
 
 
 def distribute(
-    parent: TreeNode,
+    parent: TreeMember,
     resource: str,
-    hints: dict[TreeNode, int] | None,
+    hints: dict[TreeMember, int] | None,
     *,
     at_root: bool,
     grown: set[str] | None = None,
-) -> list[TreeNode]:
+) -> list[TreeMember]:
     """Share the parent's runtime among its children; returns the children that changed.
 
     `hints` are the children whose demand changed (None: redo all). When
@@ -46,7 +46,7 @@ def distribute(
     parent.roomy[resource] = roomy
     parent.last_total[resource] = total
     parent.last_scale_total[resource] = scale_total
-    changed: list[TreeNode] = []
+    changed: list[TreeMember] = []
     # Same total, saturated before and after, and every changed child is back at the
     # demand it had when it was first marked (a pod left and its hold took its place, or
     # the other way round): the children are as at the last distribution but for changes
@@ -146,7 +146,7 @@ def distribute(
     return changed
 
 
-def _grows(child: TreeNode, resource: str, runtime: int, guarantee: int) -> bool:
+def _grows(child: TreeMember, resource: str, runtime: int, guarantee: int) -> bool:
     """Does the child's runtime or guarantee go up (or appear) in `resource`?"""
     old_runtime = child.runtime.get(resource)
     old_guarantee = child.guarantee.get(resource)

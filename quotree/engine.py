@@ -26,7 +26,7 @@ from quotree.groups import GroupSpec, JobFacts
 from quotree.hold import Holds
 from quotree.intake import PodIntake
 from quotree.ledger import Ledger
-from quotree.models import DEFAULT_TREE, NodeConfig
+from quotree.models import DEFAULT_TREE, MemberConfig
 from quotree.options import EngineOptions
 from quotree.placement import Placement
 from quotree.podfacts import PodFacts
@@ -41,7 +41,7 @@ from quotree.resolution import (
 )
 from quotree.rules import Problem
 from quotree.runtime import ROOT, QuotaTree
-from quotree.status_numbers import NodeReport, node_report
+from quotree.status_numbers import MemberReport, member_report
 from quotree.trees import Forest
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
     "Engine",
     "Eviction",
     "GroupView",
-    "NodeReport",
+    "MemberReport",
     "PodRecord",
     "PodState",
     "Resolution",
@@ -75,7 +75,7 @@ class Engine:
         #: The pods and their queues (`ledger.py`); `pods` is its records by key.
         self.ledger = Ledger()
         self.pods: Mapping[str, PodRecord] = self.ledger.pods  # read-only for the shells
-        #: Every tree by name, and which tree each node is in (`trees.py`).
+        #: Every tree by name, and which tree each member is in (`trees.py`).
         self.forest = Forest()
         self.tree = self.forest.default  # the default tree
         self.trees: Mapping[str, QuotaTree] = self.forest.trees
@@ -125,7 +125,7 @@ class Engine:
         self.groups: Mapping[str, GroupView] = Groups(self.group_ledger.groups)
         # Objects whose name another tree already holds (rule 6 across trees, the webhook
         # bypassed): the engine keeps the first, and takes these when it goes.
-        self._shadowed: dict[str, list[NodeConfig]] = {}
+        self._shadowed: dict[str, list[MemberConfig]] = {}
 
     # ------------------------------------------------------------ decisions
 
@@ -164,7 +164,7 @@ class Engine:
 
     # ------------------------------------------------------------ configuration
 
-    def set_config(self, config: NodeConfig) -> None:
+    def set_config(self, config: MemberConfig) -> None:
         """A Cohort or ElasticQuota was added or changed."""
         home = self.tree_of(config.name)
         old = home.structure.object(config.name, config.kind, config.namespace)
@@ -192,7 +192,7 @@ class Engine:
     # ------------------------------------------------------------ several trees
 
     def _set_forest_config(
-        self, config: NodeConfig, home: QuotaTree, old: NodeConfig | None
+        self, config: MemberConfig, home: QuotaTree, old: MemberConfig | None
     ) -> bool:
         """`set_config` when more than one tree is in play; True when nothing more is to do."""
         name = config.name
@@ -229,11 +229,11 @@ class Engine:
         self.forest.settle(target, name)
         return False
 
-    def all_configs(self) -> dict[str, NodeConfig]:
+    def all_configs(self) -> dict[str, MemberConfig]:
         """Every Cohort and ElasticQuota the engine holds, by name, over all trees."""
         return self.forest.configs()
 
-    def tree_configs(self) -> dict[str, Mapping[str, NodeConfig]]:
+    def tree_configs(self) -> dict[str, Mapping[str, MemberConfig]]:
         """Each tree's Cohorts and ElasticQuotas by name (the `Structure`), by tree name."""
         return self.forest.tree_configs()
 
@@ -350,7 +350,7 @@ class Engine:
 
     # ------------------------------------------------------------ views
 
-    def report(self, name: str) -> NodeReport:
+    def report(self, name: str) -> MemberReport:
         """status for a Cohort or ElasticQuota: request (demand), runtime, used, pod counts;
         as of the last `refresh()`."""
         tree = self.tree_of(name)
@@ -362,7 +362,9 @@ class Engine:
             unresolved += self.group_ledger.held_in.get(name, 0)  # gated, held before the intake
         else:
             groups = (0, 0)
-        return node_report(tree, self.ledger.quota_pods, name, unresolved=unresolved, groups=groups)
+        return member_report(
+            tree, self.ledger.quota_pods, name, unresolved=unresolved, groups=groups
+        )
 
     def take_moved(self) -> set[str] | None:
         """The tree members whose runtime moved since the last call, over every tree (None:

@@ -4,7 +4,7 @@ Why a module of its own: the semantics' "In-quota preemption" and "Reclaim"
 are two questions with one shape (free this much from admitted, preemptible pods,
 taking the least important first), and the rule for which pods go is a promise users
 read in the in-quota / over-quota labels. Pure functions over a quota's pods and its
-tree node; reclaim's choice across quotas, and whether it pays, is `reclaim.py`'s; the
+tree member; reclaim's choice across quotas, and whether it pays, is `reclaim.py`'s; the
 engine carries them out.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.pods import Claimant, PodRecord, QuotaPods, least_important_first
 from quotree.quantity import format_quantity
 from quotree.victims import Candidates
@@ -53,22 +53,22 @@ class Eviction:
     job: str | None = None
 
 
-def over_runtime(node: TreeNode, pods: QuotaPods) -> dict[str, int]:
+def over_runtime(member: TreeMember, pods: QuotaPods) -> dict[str, int]:
     """Resources where used (less what is already being evicted) is above runtime."""
     over = {}
-    for resource in node.resources:
-        excess = node.used[resource] - pods.evicting.get(resource, 0) - node.runtime[resource]
+    for resource in member.resources:
+        excess = member.used[resource] - pods.evicting.get(resource, 0) - member.runtime[resource]
         if excess > 0:
             over[resource] = excess
     return over
 
 
-def reclaim_reason(name: str, node: TreeNode, pods: QuotaPods, over: Mapping[str, int]) -> str:
+def reclaim_reason(name: str, member: TreeMember, pods: QuotaPods, over: Mapping[str, int]) -> str:
     """The Reclaimed event's text: which resources are over, with the numbers."""
-    used_now = {r: node.used[r] - pods.evicting.get(r, 0) for r in over}
+    used_now = {r: member.used[r] - pods.evicting.get(r, 0) for r in over}
     detail = ", ".join(
         f"{r} used {format_quantity(used_now[r], r)} > runtime "
-        f"{format_quantity(node.runtime[r], r)}"
+        f"{format_quantity(member.runtime[r], r)}"
         for r in sorted(over)
     )
     return f"ElasticQuota {name} is above its runtime ({detail}); lent quota is reclaimed"

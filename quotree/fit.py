@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.admission import ancestor_shortfall, non_preemptible_shortfall, shortfall
 from quotree.pods import QuotaPods, Unit
 from quotree.trees import Forest
@@ -39,11 +39,11 @@ class Rule(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Seat:
-    """Where a quota stands in its tree, as the check needs it: its live node (None when
+    """Where a quota stands in its tree, as the check needs it: its live member (None when
     it is not live), its ancestors nearest first ending with the root, and its pods."""
 
-    node: TreeNode | None
-    path: list[TreeNode]
+    member: TreeMember | None
+    path: list[TreeMember]
     pods: QuotaPods | None
 
 
@@ -55,7 +55,7 @@ class Fit:
 
     quota: str = ""
     broken: Rule | None = None
-    node: TreeNode | None = None
+    member: TreeMember | None = None
     amounts: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -74,16 +74,16 @@ def check(unit: Unit, seats: Iterable[tuple[str, Seat]]) -> Fit:
     """The first rule of "Admission" the unit breaks at the quotas of `seats` (in order: its
     first tree's quota first), or `FITS`."""
     for name, where in seats:
-        node = where.node
-        if node is None or where.pods is None:
+        member = where.member
+        if member is None or where.pods is None:
             return Fit(name, Rule.MISSING)
-        short = non_preemptible_shortfall(node, where.pods, unit)
+        short = non_preemptible_shortfall(member, where.pods, unit)
         if short:
-            return Fit(name, Rule.NON_PREEMPTIBLE, node, short)
-        short = shortfall(node, unit)
+            return Fit(name, Rule.NON_PREEMPTIBLE, member, short)
+        short = shortfall(member, unit)
         if short:
-            return Fit(name, Rule.QUOTA, node, short)
-        blocked = ancestor_shortfall(where.path, node, unit)
+            return Fit(name, Rule.QUOTA, member, short)
+        blocked = ancestor_shortfall(where.path, member, unit)
         if blocked is not None:
             return Fit(name, Rule.ANCESTOR, blocked[0], blocked[1])
     return FITS
@@ -100,10 +100,10 @@ class Seats:
         """Quota `name`, its tree's runtimes brought up to date first."""
         tree = self._forest.tree_of(name)
         tree.refresh(name)  # explicit: the check reads settled runtimes
-        node = tree.node(name)
-        if node is None or not node.is_quota:
+        member = tree.member(name)
+        if member is None or not member.is_quota:
             return MISSING
-        return Seat(node, tree.path_up(node), self._quota_pods[name])
+        return Seat(member, tree.path_up(member), self._quota_pods[name])
 
     def check(self, unit: Unit, name: str, here: Seat) -> Fit:
         """`check` for a unit of quota `name` (seated `here`), in every tree that charges it."""

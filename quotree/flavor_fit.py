@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import Enum
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 
 __all__ = ["Bound", "judge"]
 
@@ -51,30 +51,30 @@ class Bound(Enum):
 
 
 def judge(
-    node: TreeNode,
-    path: list[TreeNode],
+    member: TreeMember,
+    path: list[TreeMember],
     non_preemptible_used: Mapping[str, int] | None,
     charged: Mapping[str, int],
     current: Mapping[str, int],
 ) -> Bound:
-    """The bound's verdict for the quota `node` (ancestors `path`, nearest first, ending with
+    """The bound's verdict for the quota `member` (ancestors `path`, nearest first, ending with
     the root; its runtimes settled) if a pending pod charged `current` were charged `charged`
     instead. `non_preemptible_used`: the quota's, for a non-preemptible pod (None: the pod
     is preemptible)."""
     verdict = Bound.MAY_FIT
-    for resource in node.resources:
+    for resource in member.resources:
         amount = charged.get(resource, 0)
         if not amount:
             continue
         if current.get(resource, 0) == amount:
-            runtime, guarantee = node.runtime[resource], node.guarantee[resource]
+            runtime, guarantee = member.runtime[resource], member.guarantee[resource]
             ancestors = [a.runtime[resource] for a in path]
         else:
-            ancestors, runtime, guarantee = _path_bounds(node, path, resource)
+            ancestors, runtime, guarantee = _path_bounds(member, path, resource)
         held = None if non_preemptible_used is None else non_preemptible_used.get(resource, 0)
         if held is not None and held + amount > guarantee:
             return Bound.QUOTA_SHORT
-        if node.used[resource] + amount > runtime:
+        if member.used[resource] + amount > runtime:
             return Bound.QUOTA_SHORT
         for ancestor, bound in zip(path, ancestors, strict=True):
             if ancestor.used[resource] + amount > bound:
@@ -83,21 +83,23 @@ def judge(
     return verdict
 
 
-def _path_bounds(node: TreeNode, path: list[TreeNode], resource: str) -> tuple[list[int], int, int]:
+def _path_bounds(
+    member: TreeMember, path: list[TreeMember], resource: str
+) -> tuple[list[int], int, int]:
     """Upper bounds, in `resource`, of the runtimes of `path` (as `path`: nearest first) and
-    of `node`, and of `node`'s guarantee, whatever the demand of the nodes on the path is."""
+    of `member`, and of `member`'s guarantee, whatever the demand of the members on the path is."""
     root = path[-1]
     bound = root.runtime[resource]  # the capacity: no demand moves it
     bounds = [bound]
     known = True  # the guarantees of the children of the parent at hand cannot move
-    guarantee = node.min[resource]
+    guarantee = member.min[resource]
     parent = root
-    for child in (*reversed(path[:-1]), node):
+    for child in (*reversed(path[:-1]), member):
         if parent is not root:
             known = known and parent.sum_min[resource] <= parent.guarantee[resource]
         taken = 0
         if known:
-            # the siblings' bases: the parent's sum (`TreeNode.sum_base`) less the child's
+            # the siblings' bases: the parent's sum (`TreeMember.sum_base`) less the child's
             taken = parent.sum_base[resource] - min(
                 child.demand[resource], child.guarantee[resource]
             )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from quotree.flavor_spec import FlavorConfig
-from quotree.models import GPU_MEMORY, NodeConfig, flavored
+from quotree.models import GPU_MEMORY, MemberConfig, flavored
 from quotree.podfacts import PodFacts
 
 __all__ = ["allowed_flavors", "allows", "charge", "needs_flavor"]
@@ -69,7 +69,7 @@ def _derives_memory(flavor: FlavorConfig, request: Mapping[str, int]) -> bool:
 
 
 def needs_flavor(
-    config: NodeConfig, request: Mapping[str, int], flavors: Mapping[str, FlavorConfig]
+    config: MemberConfig, request: Mapping[str, int], flavors: Mapping[str, FlavorConfig]
 ) -> bool:
     """Is a pod of this quota charged to a flavor: does it request a resource the quota
     splits by flavor, or the GPUs one of its flavors derives GPU memory from?"""
@@ -83,14 +83,14 @@ def needs_flavor(
 
 
 def allowed_flavors(
-    config: NodeConfig, facts: PodFacts, flavors: Mapping[str, FlavorConfig]
+    config: MemberConfig, facts: PodFacts, flavors: Mapping[str, FlavorConfig]
 ) -> list[str]:
     """The quota's flavors, in its order, that exist and that the pod allows."""
     return [name for name in config.flavors if name in flavors and allows(flavors[name], facts)]
 
 
 def charge(
-    config: NodeConfig, request: Mapping[str, int], flavor: FlavorConfig | None
+    config: MemberConfig, request: Mapping[str, int], flavor: FlavorConfig | None
 ) -> dict[str, int]:
     """What a pod with `request` is charged on `flavor` (None: no flavor, the request as is).
 

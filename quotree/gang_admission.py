@@ -21,7 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from quotree import admission
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.decisions import Decisions
 from quotree.fit import Fit, Rule, Seat
 from quotree.group_clocks import BACKOFF_FIRST, BACKOFF_MAX, GroupClocks, named
@@ -82,8 +82,8 @@ class GangAdmission:
         self._done.add(group.key)
         members = [m for m in book.members(group) if m.state is PodState.PENDING]
         members = members[: group.spec.min if group.spec.elastic else group.spec.size]
-        node = here.node
-        assert node is not None
+        member = here.member
+        assert member is not None
         assert group.state == PENDING
         now = self._decider.reasons.now
         if now < group.not_before:
@@ -98,7 +98,7 @@ class GangAdmission:
             return False
         unit = GroupUnit(members)
         if any(m.flavor_needed for m in members):
-            verdict = self._place(name, node, here, members, out)
+            verdict = self._place(name, member, here, members, out)
             if verdict is None:
                 return False
             unit = GroupUnit(members)
@@ -107,7 +107,7 @@ class GangAdmission:
         if verdict.fits:
             held = self._decider.planner.room_held(unit, self._decider.seats)
             if held is None:
-                self._admit(group, name, node, members, out)
+                self._admit(group, name, member, members, out)
             else:  # the room is being freed for another unit: looked at again next round
                 self._say(group, members, held, out)
                 self._decider.reasons.waiting_on_ancestor.add(name)
@@ -164,7 +164,7 @@ class GangAdmission:
         self,
         group: GroupRecord,
         name: str,
-        node: TreeNode,
+        tree_member: TreeMember,
         members: list[PodRecord],
         out: Decisions,
     ) -> None:
@@ -177,7 +177,7 @@ class GangAdmission:
             )
             seq = seq or member.admitted_seq
         for member in members:
-            message = admission.fit_message(name, node, member)
+            message = admission.fit_message(name, tree_member, member)
             decider._admitted(out, member, f"{message}, with pod group {group.key}")
         assert self.book is not None
         self.book.set_state(group, ADMITTED)
@@ -186,13 +186,18 @@ class GangAdmission:
         group.admitted_since, group.placed = None, False
 
     def _place(
-        self, name: str, node: TreeNode, here: Seat, members: list[PodRecord], out: Decisions
+        self,
+        name: str,
+        tree_member: TreeMember,
+        here: Seat,
+        members: list[PodRecord],
+        out: Decisions,
     ) -> Fit | None:
         """The first flavor all the group's pods allow where the group fits (all of them
         charged there); else they wait together on the first where only an ancestor stands
         in the way, else on the first. None: no flavor allows all of them."""
         placement = self._decider.placement
-        config = node.config
+        config = tree_member.config
         assert config is not None
         flavored = [m for m in members if m.flavor_needed]
         allowed = [placement.placing(m, config).allowed for m in flavored]
@@ -219,7 +224,7 @@ class GangAdmission:
                     else member.request
                 )
                 add_amounts(summed, charged)
-            if flavor != wait and not admission.may_fit(node, [], summed):
+            if flavor != wait and not admission.may_fit(tree_member, [], summed):
                 continue
             for member in flavored:
                 placement.charge_to(member, flavor)
@@ -238,11 +243,11 @@ class GangAdmission:
     def _never_fits(self, group: GroupRecord, name: str, here: Seat, unit: GroupUnit) -> str | None:
         """The reason of a group whose total is over its quota's max (cap), an ancestor's or
         the cluster's capacity: it can never fit as things stand."""
-        node = here.node
-        assert node is not None
+        tree_member = here.member
+        assert tree_member is not None
         request = unit.request_in(name)
-        for member in (node, *here.path):
-            for resource in sorted(node.resources):
+        for member in (tree_member, *here.path):
+            for resource in sorted(tree_member.resources):
                 amount = request.get(resource, 0)
                 bound = member.runtime[resource] if member.config is None else member.cap[resource]
                 if amount > bound:
@@ -272,15 +277,15 @@ class GangAdmission:
     ) -> None:
         decider = self._decider
         where = verdict.quota
-        if verdict.broken is Rule.MISSING or verdict.node is None:
+        if verdict.broken is Rule.MISSING or verdict.member is None:
             text = f"ElasticQuota {where} does not exist"
         elif verdict.broken is Rule.ANCESTOR:
             tree = decider.tree_of(where)
             decider.reasons.waiting_on_ancestor.add(name)
             left = decider.planner.seconds_left(name, members[0].key, decider.reasons.now)
-            lenders = decider.reasons.lent(verdict.node, verdict.amounts, tree, left)
+            lenders = decider.reasons.lent(verdict.member, verdict.amounts, tree, left)
             text = admission.why_waits(
-                verdict.node, unit.request_in(where), verdict.amounts, lenders
+                verdict.member, unit.request_in(where), verdict.amounts, lenders
             )
             if refusal is not None:
                 text = f"{text}; {refusal.words()}"
@@ -288,12 +293,12 @@ class GangAdmission:
             several = decider.forest.several
             text = admission.why_not(
                 where,
-                verdict.node,
+                verdict.member,
                 decider.ledger.quota_pods[where],
                 unit,
                 verdict.amounts,
                 non_preemptible=verdict.broken is Rule.NON_PREEMPTIBLE,
-                tree=decider.forest.label(verdict.node) if several else None,
+                tree=decider.forest.label(verdict.member) if several else None,
             )
         self._say(group, members, f"pod group {group.key} ({len(members)} pods) {text}", out)
 

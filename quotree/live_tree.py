@@ -3,9 +3,9 @@
 Why a module of its own: `QuotaTree` (`runtime.py`) keeps the runtimes current
 one pod event at a time; this is the other path, taken when a Cohort or
 ElasticQuota changes and the one the property tests hold the incremental path
-to ("incremental equals full recomputation"). `build` says which nodes are
-live, why the others are not, and which resources each node takes part in;
-`recompute` gives every live node its demand, used and runtime from the pods'
+to ("incremental equals full recomputation"). `build` says which members are
+live, why the others are not, and which resources each member takes part in;
+`recompute` gives every live member its demand, used and runtime from the pods'
 totals per quota.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.distribution import distribute
 from quotree.rules import Problem, tree_problems
 from quotree.structure import ROOT, Structure
@@ -24,32 +24,32 @@ __all__ = ["LiveTree", "build", "recompute"]
 
 @dataclass(frozen=True, slots=True)
 class LiveTree:
-    """The live nodes of a structure, with fresh (zero) accounts."""
+    """The live members of a structure, with fresh (zero) accounts."""
 
-    root: TreeNode
-    nodes: dict[str, TreeNode]  # by name
-    order: list[TreeNode]  # parents before children
-    # Each live node's ancestors, nearest first, ending with the root.
-    path_up: dict[str, list[TreeNode]]
-    # The nodes outside the live tree, by name, and why.
+    root: TreeMember
+    members: dict[str, TreeMember]  # by name
+    order: list[TreeMember]  # parents before children
+    # Each live member's ancestors, nearest first, ending with the root.
+    path_up: dict[str, list[TreeMember]]
+    # The members outside the live tree, by name, and why.
     problems: dict[str, Problem]
 
 
 def build(structure: Structure) -> LiveTree:
-    """The live tree of `structure`: its nodes in order, their paths, who takes part in what."""
+    """The live tree of `structure`: its members in order, their paths, who takes part in what."""
     own = tree_problems(structure)
     problems = dict(own)
-    root = TreeNode(ROOT, None, 0)
-    nodes: dict[str, TreeNode] = {}
-    order: list[TreeNode] = []
-    path_up: dict[str, list[TreeNode]] = {ROOT: []}
+    root = TreeMember(ROOT, None, 0)
+    members: dict[str, TreeMember] = {}
+    order: list[TreeMember] = []
+    path_up: dict[str, list[TreeMember]] = {ROOT: []}
     for name, parent, depth in structure.live_order(problems):
-        node = nodes[name] = TreeNode(name, structure[name], depth)
-        order.append(node)
-        above = root if parent == ROOT else nodes[parent]
+        member = members[name] = TreeMember(name, structure[name], depth)
+        order.append(member)
+        above = root if parent == ROOT else members[parent]
         path_up[name] = [above, *path_up[parent]]
     for name, config in structure.items():
-        if name in nodes or name in problems:
+        if name in members or name in problems:
             continue
         chain = structure.chain_up(name)
         # The nearest ancestor whose own configuration is broken: the same words whatever
@@ -63,74 +63,74 @@ def build(structure: Structure) -> LiveTree:
             + (cause.message if cause else f"its ancestor {ancestor} is inactive"),
             own=False,
         )
-    _assign_participation(structure, root, nodes, order)
-    return LiveTree(root, nodes, order, path_up, problems)
+    _assign_participation(structure, root, members, order)
+    return LiveTree(root, members, order, path_up, problems)
 
 
 def _assign_participation(
-    structure: Structure, root: TreeNode, nodes: dict[str, TreeNode], order: list[TreeNode]
+    structure: Structure, root: TreeMember, members: dict[str, TreeMember], order: list[TreeMember]
 ) -> None:
-    """Who takes part in which resource: named by the node, an ancestor or a descendant."""
+    """Who takes part in which resource: named by the member, an ancestor or a descendant."""
     graph = structure.graph
 
-    def live_children(name: str) -> list[TreeNode]:
-        return [nodes[c] for c in sorted(graph.successors(name)) if c in nodes]
+    def live_children(name: str) -> list[TreeMember]:
+        return [members[c] for c in sorted(graph.successors(name)) if c in members]
 
-    def named(node: TreeNode) -> set[str]:
-        assert node.config is not None
-        return set(node.config.min) | set(node.config.max)
+    def named(member: TreeMember) -> set[str]:
+        assert member.config is not None
+        return set(member.config.min) | set(member.config.max)
 
     below: dict[str, set[str]] = {}
-    for node in reversed(order):
-        mine = named(node)
-        for child in live_children(node.name):
+    for member in reversed(order):
+        mine = named(member)
+        for child in live_children(member.name):
             mine |= below[child.name]
-        below[node.name] = mine
+        below[member.name] = mine
     top = live_children(ROOT)
     root.resources = frozenset().union(*(below[c.name] for c in top))
     above: dict[str, set[str]] = {ROOT: set()}
-    for node in order:
-        parent = structure.parent(node.name)
+    for member in order:
+        parent = structure.parent(member.name)
         assert parent is not None
-        above[node.name] = above[parent] | named(node)
-        node.resources = frozenset(above[node.name] | below[node.name])
-        node.set_limits()
-    for parent_node in (root, *order):
-        if parent_node.is_quota:
-            continue  # no children, and no slots for them (`TreeNode`)
-        children = live_children(parent_node.name)
-        parent_node.children_in = {
-            r: [c for c in children if r in c.resources] for r in parent_node.resources
+        above[member.name] = above[parent] | named(member)
+        member.resources = frozenset(above[member.name] | below[member.name])
+        member.set_limits()
+    for parent_member in (root, *order):
+        if parent_member.is_quota:
+            continue  # no children, and no slots for them (`TreeMember`)
+        children = live_children(parent_member.name)
+        parent_member.children_in = {
+            r: [c for c in children if r in c.resources] for r in parent_member.resources
         }
 
 
 def recompute(
-    root: TreeNode,
-    order: list[TreeNode],
+    root: TreeMember,
+    order: list[TreeMember],
     *,
     pod_request: Mapping[str, Mapping[str, int]],
     held: Mapping[str, Mapping[str, int]],
     quota_used: Mapping[str, Mapping[str, int]],
     root_total: Callable[[str], int],
 ) -> None:
-    """Compute demand, used and runtime for every live node from the quotas' totals (a
+    """Compute demand, used and runtime for every live member from the quotas' totals (a
     quota's raw request: its `pod_request` plus its `held` demand)."""
-    for node in reversed(order):
-        if node.is_quota:
-            pods = pod_request.get(node.name, {})
-            kept = held.get(node.name, {})
-            used = quota_used.get(node.name, {})
-            for resource in node.resources:
-                node.raw_request[resource] = pods.get(resource, 0) + kept.get(resource, 0)
-                node.used[resource] = used.get(resource, 0)
+    for member in reversed(order):
+        if member.is_quota:
+            pods = pod_request.get(member.name, {})
+            kept = held.get(member.name, {})
+            used = quota_used.get(member.name, {})
+            for resource in member.resources:
+                member.raw_request[resource] = pods.get(resource, 0) + kept.get(resource, 0)
+                member.used[resource] = used.get(resource, 0)
         else:
-            for resource in node.resources:
-                children = node.children_in[resource]
-                node.raw_request[resource] = sum(c.demand[resource] for c in children)
-                node.used[resource] = sum(c.used[resource] for c in children)
-        for resource in node.resources:
-            node.demand[resource] = node.clamp(resource)
-    parents = [root, *(node for node in order if not node.is_quota)]
+            for resource in member.resources:
+                children = member.children_in[resource]
+                member.raw_request[resource] = sum(c.demand[resource] for c in children)
+                member.used[resource] = sum(c.used[resource] for c in children)
+        for resource in member.resources:
+            member.demand[resource] = member.clamp(resource)
+    parents = [root, *(member for member in order if not member.is_quota)]
     for parent in parents:
         for resource, children in parent.children_in.items():
             parent.sum_min[resource] = sum(c.min[resource] for c in children)

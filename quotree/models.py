@@ -2,7 +2,7 @@
 
 `CohortSpec` and `ElasticQuotaSpec` are the single source of the CRD schemas
 (crds/ is generated from them and a test fails if the two drift) and of what
-the webhooks accept. `NodeConfig` is the same spec parsed into integers in
+the webhooks accept. `MemberConfig` is the same spec parsed into integers in
 base units. The labels and annotations quotree reads and writes are named here.
 ResourceFlavors have their own models (`flavor_spec.py`); what the engine
 needs to know about a pod is `podfacts.py`'s.
@@ -38,11 +38,11 @@ __all__ = [
     "ConfigError",
     "ElasticQuotaSpec",
     "FlavorQuotaSpec",
-    "NodeConfig",
+    "MemberConfig",
     "PreemptionSpec",
     "Quantity",
     "flavored",
-    "parse_node",
+    "parse_member",
     "quota_label",
 ]
 
@@ -148,7 +148,7 @@ class FlavorQuotaSpec(_ResourceLists):
         return value
 
 
-class _NodeSpec(_ResourceLists):
+class _MemberSpec(_ResourceLists):
     parent: str | None = Field(
         default=None, description="The parent Cohort; omitted: a top-level node."
     )
@@ -193,11 +193,11 @@ class _NodeSpec(_ResourceLists):
         return value
 
 
-class CohortSpec(_NodeSpec):
+class CohortSpec(_MemberSpec):
     """spec of a Cohort: an inner node of the quota tree."""
 
 
-class ElasticQuotaSpec(_NodeSpec):
+class ElasticQuotaSpec(_MemberSpec):
     """spec of an ElasticQuota: a leaf of the quota tree that pods are charged to."""
 
     namespaces: list[str] | None = Field(
@@ -215,7 +215,7 @@ class ElasticQuotaSpec(_NodeSpec):
 
 
 @dataclass(frozen=True, slots=True)
-class NodeConfig:
+class MemberConfig:
     """A Cohort or ElasticQuota, parsed: every amount in base units."""
 
     kind: Kind
@@ -236,7 +236,7 @@ class NodeConfig:
     #: The resources `spec.flavors` names (plain names): a pod's request for one of them
     #: is charged to a flavor.
     flavored_resources: frozenset[str] = frozenset()
-    #: The annotation MAINTENANCE_ANNOTATION is "true" (it acts on top-level nodes).
+    #: The annotation MAINTENANCE_ANNOTATION is "true" (it acts on top-level members).
     maintenance: bool = False
 
     @property
@@ -260,8 +260,8 @@ def flavored(resource: str, flavor: str) -> str:
     return f"{resource}@{flavor}"
 
 
-def _lists_with_flavors(spec: _NodeSpec) -> dict[str, dict[str, int]]:
-    """The node's five resource lists, its flavors' entries merged in as `<resource>@<flavor>`."""
+def _lists_with_flavors(spec: _MemberSpec) -> dict[str, dict[str, int]]:
+    """The member's five resource lists, its flavors' entries merged in as `<resource>@<flavor>`."""
     fields = ("min", "max", "sharedWeight", "lendingLimit", "borrowingLimit")
     out = {f: _parsed(getattr(spec, f)) for f in fields}
     for entry in spec.flavors or ():
@@ -271,7 +271,7 @@ def _lists_with_flavors(spec: _NodeSpec) -> dict[str, dict[str, int]]:
     return out
 
 
-def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
+def parse_member(obj: Mapping[str, Any]) -> MemberConfig:
     """Parse a Cohort or ElasticQuota object (as `kubectl apply` sends it).
 
     Raises ConfigError with one line naming the object, the field and the problem.
@@ -290,7 +290,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
     spec_obj = obj.get("spec") or {}
     if not isinstance(spec_obj, Mapping):
         raise ConfigError(f"{label}: spec must be an object")
-    model: type[_NodeSpec] = CohortSpec if kind == "Cohort" else ElasticQuotaSpec
+    model: type[_MemberSpec] = CohortSpec if kind == "Cohort" else ElasticQuotaSpec
     try:
         spec = model.model_validate(dict(spec_obj))
     except ValidationError as exc:
@@ -299,7 +299,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeConfig:
     lists = _lists_with_flavors(spec)
     annotations = metadata.get("annotations") or {}
     fields = ("min", "max", "sharedWeight", "lendingLimit", "borrowingLimit")
-    return NodeConfig(
+    return MemberConfig(
         kind=kind,
         name=name,
         parent=spec.parent,

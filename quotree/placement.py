@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 
 from quotree import admission, flavor_fit
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.fit import Fit, Rule, Seat
 from quotree.flavor_spec import FlavorConfig
 from quotree.flavors import allowed_flavors, charge
 from quotree.hold import Holds
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.options import EngineOptions
 from quotree.plans import Flavors
 from quotree.pods import Placing, PodRecord, QuotaPods
@@ -120,7 +120,7 @@ class Placement:
                 others[quota] = charged
         record.charged_in = others or None
 
-    def reclaim_flavors(self, record: PodRecord, config: NodeConfig | None) -> Flavors | None:
+    def reclaim_flavors(self, record: PodRecord, config: MemberConfig | None) -> Flavors | None:
         """A pod's flavors, for reclaim to take the one where it evicts least (None: one)."""
         if record.flavor is None or config is None:
             return None
@@ -135,7 +135,7 @@ class Placement:
 
         return Flavors(record.flavor, allowed, move)
 
-    def placing(self, record: PodRecord, config: NodeConfig) -> Placing:
+    def placing(self, record: PodRecord, config: MemberConfig) -> Placing:
         """The pod's flavor look-ups under its quota's `config`: taken once, and again only
         when the configuration, the ResourceFlavors or the pod (`Engine.observe_pod`) change."""
         placing = record.placing
@@ -150,7 +150,7 @@ class Placement:
             placing = record.placing = Placing(config, self.generation, allowed, likeness)
         return placing
 
-    def charge_on(self, record: PodRecord, config: NodeConfig, flavor: str) -> dict[str, int]:
+    def charge_on(self, record: PodRecord, config: MemberConfig, flavor: str) -> dict[str, int]:
         """What the pod is charged on `flavor` (`flavors.charge`), kept with its look-ups.
         Do not change the dict."""
         charges = self.placing(record, config).charges
@@ -182,8 +182,8 @@ class Placement:
     def _cannot_fit_on(
         self,
         name: str,
-        node: TreeNode,
-        path: list[TreeNode],
+        member: TreeMember,
+        path: list[TreeMember],
         record: PodRecord,
         charged: Mapping[str, int],
         *,
@@ -195,7 +195,7 @@ class Placement:
         demand need not move there to look."""
         self._tree_of(name).refresh()  # runtimes settled
         held = None if record.preemptible else self._quota_pods[name].non_preemptible_used
-        verdict = flavor_fit.judge(node, path, held, charged, record.request)
+        verdict = flavor_fit.judge(member, path, held, charged, record.request)
         if verdict is flavor_fit.Bound.QUOTA_SHORT:
             return True  # neither admitted nor waiting there
         if verdict is flavor_fit.Bound.ANCESTOR_SHORT and waits is not None:
@@ -205,12 +205,12 @@ class Placement:
         for other in record.also:
             tree = self._tree_of(other)
             tree.refresh(other)
-            other_node = tree.node(other)
-            if other_node is None or not other_node.is_quota:
+            other_member = tree.member(other)
+            if other_member is None or not other_member.is_quota:
                 return True
             held = None if record.preemptible else self._quota_pods[other].non_preemptible_used
             verdict = flavor_fit.judge(
-                other_node, tree.path_up(other_node), held, charged, record.request
+                other_member, tree.path_up(other_member), held, charged, record.request
             )
             if verdict is not flavor_fit.Bound.MAY_FIT:
                 return True  # not admitted there (another tree), and it waits elsewhere
@@ -219,8 +219,8 @@ class Placement:
     def place(
         self,
         name: str,
-        node: TreeNode,
-        path: list[TreeNode],
+        member: TreeMember,
+        path: list[TreeMember],
         record: PodRecord,
         check: Check,
         *,
@@ -238,14 +238,14 @@ class Placement:
         admission check; `placed` remembers, for one scan of a queue, where pods alike
         were left (cleared by the caller when anything is admitted or evicted).
         """
-        config = node.config
+        config = member.config
         assert config is not None
         placing = self.placing(record, config)
         allowed, same = placing.allowed, placing.likeness
         if not allowed:
             return Placed.NOWHERE
         pods = self._quota_pods[name]
-        here = Seat(node, path, pods)
+        here = Seat(member, path, pods)
         earlier = placed.get(same)
         if earlier is not None:
             # A pod like this one found no flavor that fits now, and nothing was admitted or
@@ -264,12 +264,12 @@ class Placement:
                 # may still be the one it waits on.
                 charged = self.charge_on(record, config, flavor)
                 if self._options.bound_flavors:
-                    if self._cannot_fit_on(name, node, path, record, charged, waits=wait):
+                    if self._cannot_fit_on(name, member, path, record, charged, waits=wait):
                         continue
                 else:
-                    if not admission.may_fit(node, [], charged):
+                    if not admission.may_fit(member, [], charged):
                         continue
-                    if wait is not None and not admission.may_fit(node, path, charged):
+                    if wait is not None and not admission.may_fit(member, path, charged):
                         continue
             self.charge_to(record, flavor)
             self._tree_of(name).refresh()  # runtimes follow the moved demand
@@ -285,7 +285,7 @@ class Placement:
         self._tree_of(name).refresh()
         return Placed.WAITS
 
-    def nowhere(self, name: str, config: NodeConfig) -> str:
+    def nowhere(self, name: str, config: MemberConfig) -> str:
         """The reason of a pod none of whose quota's flavors it allows (`Placed.NOWHERE`)."""
         listed = ", ".join(config.flavors)
         missing = [f for f in config.flavors if f not in self.flavors]

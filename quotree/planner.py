@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Literal
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.claims import ClaimBook
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction, over_runtime, preemption_victims, reclaim_reason
@@ -35,7 +35,7 @@ __all__ = ["Clock", "EvictionPlanner", "Flavors", "Lenders", "Plan"]
 
 #: The quotas above their runtime below the member where a unit is short (the verdict's),
 #: with their pods; True: as they are now, not as the round found them.
-Lenders = Callable[[Fit, bool], Iterable[tuple[TreeNode, QuotaPods]]]
+Lenders = Callable[[Fit, bool], Iterable[tuple[TreeMember, QuotaPods]]]
 
 #: How many steps (a preemption or a reclaim, in one tree) a plan takes at most: a unit
 #: short in several trees needs one or two per tree.
@@ -295,8 +295,8 @@ class EvictionPlanner(ClaimBook):
 
     def _may_preempt(self, record: Claimant, verdict: Fit, lowest: dict[str, int]) -> bool:
         """The quota where the unit is short preempts, and holds lower-priority pods."""
-        node = verdict.node
-        if node is None or node.config is None or not node.config.preempt_within_quota:
+        member = verdict.member
+        if member is None or member.config is None or not member.config.preempt_within_quota:
             return False
         least = lowest.get(verdict.quota)
         if least is None:
@@ -332,12 +332,12 @@ class EvictionPlanner(ClaimBook):
         self,
         record: Claimant,
         verdict: Fit,
-        lenders: Iterable[tuple[TreeNode, QuotaPods]],
+        lenders: Iterable[tuple[TreeMember, QuotaPods]],
         taken: set[str],
     ) -> tuple[list[PodRecord], Refusal | None]:
         tree = self.forest.tree_of(verdict.quota)
         tree.refresh(verdict.quota)
-        quota = tree.node(verdict.quota)
+        quota = tree.member(verdict.quota)
         assert quota is not None
         return reclaim_choice(
             tree, record, quota, verdict.amounts, lenders, taken=taken, book=self.book
@@ -351,10 +351,10 @@ class EvictionPlanner(ClaimBook):
         without evicting, once for each shortfall and use of the member short (`Clock.dry`)."""
         tree = self.forest.tree_of(verdict.quota)
         tree.refresh(verdict.quota)
-        quota = tree.node(verdict.quota)
+        quota = tree.member(verdict.quota)
         if quota is None or within_guarantee(record, quota, verdict.amounts):
             return Plan(False, verdict)
-        member = verdict.node
+        member = verdict.member
         key = (
             verdict.quota, tuple(verdict.amounts.items()),
             tuple(member.used.get(r, 0) for r in verdict.amounts) if member else (),
@@ -370,14 +370,14 @@ class EvictionPlanner(ClaimBook):
         assert victim.quota is not None
         tree = self.forest.tree_of(victim.quota)
         tree.refresh(victim.quota)
-        node = tree.node(victim.quota)
+        member = tree.member(victim.quota)
         pods = self.ledger.quota_pods[victim.quota]
-        if node is None:
+        if member is None:
             return f"lent quota is reclaimed {reason}"
-        over = over_runtime(node, pods) or {
-            r: node.used[r] - node.runtime[r] for r in node.resources if r in victim.request
+        over = over_runtime(member, pods) or {
+            r: member.used[r] - member.runtime[r] for r in member.resources if r in victim.request
         }
-        return f"{reclaim_reason(victim.quota, node, pods, over)} {reason}"
+        return f"{reclaim_reason(victim.quota, member, pods, over)} {reason}"
 
     def evict(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from quotree import admission
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.decisions import Decisions
 from quotree.fit import Fit, Rule
 from quotree.planner import EvictionPlanner
@@ -39,7 +39,7 @@ class Reasons:
         self._planner = planner  # the reclaim clock: since when, and the delay
         #: Quotas with pods that wait for lent quota (at an ancestor, in any tree).
         self.waiting_on_ancestor: set[str] = set()
-        self._lenders: dict[TreeNode, list[admission.Lender]] = {}  # per ancestor, this round
+        self._lenders: dict[TreeMember, list[admission.Lender]] = {}  # per ancestor, this round
         self.now = 0.0
 
     def new_round(self, now: float) -> None:
@@ -62,7 +62,7 @@ class Reasons:
     def why(
         self,
         name: str,
-        node: TreeNode,
+        member: TreeMember,
         record: PodRecord,
         short: Mapping[str, int],
         out: Decisions,
@@ -70,25 +70,25 @@ class Reasons:
         non_preemptible: bool = False,
     ) -> None:
         """Why the pod does not fit; the message is built only when its numbers change."""
-        key = admission.reason_key(node, short, non_preemptible=non_preemptible)
+        key = admission.reason_key(member, short, non_preemptible=non_preemptible)
         if record.reason_key == key:
             return
         pods = self._quota_pods[name]
         reason = admission.why_not(
             name,
-            node,
+            member,
             pods,
             record,
             short,
             non_preemptible=non_preemptible,
-            tree=self._forest.label(node) if self._forest.several else None,
+            tree=self._forest.label(member) if self._forest.several else None,
         )
         self.set(record, reason, out, key=key)
 
     def explain(
         self,
         name: str,
-        node: TreeNode,
+        member: TreeMember,
         record: PodRecord,
         verdict: Fit,
         out: Decisions,
@@ -98,42 +98,49 @@ class Reasons:
         """Say why a pending pod of quota `name` waits, from the admission check's verdict
         (and, when reclaiming lent quota for it would not pay, why: `refusal`)."""
         short, amounts = verdict.broken, verdict.amounts
-        if refusal is not None and verdict.node is not None:
+        if refusal is not None and verdict.member is not None:
             self.waiting_on_ancestor.add(name)
             tree = self._forest.tree_of(verdict.quota)
-            label = self._forest.label(verdict.node) if self._forest.several else None
+            label = self._forest.label(verdict.member) if self._forest.several else None
             shortfall = admission.ancestor_text(
-                verdict.node, record.request_in(verdict.quota), amounts, tree=label
+                verdict.member, record.request_in(verdict.quota), amounts, tree=label
             )
             self.set(record, f"{shortfall}; {refusal.words()}", out)
             return
         if verdict.quota == name:
             if short is Rule.ANCESTOR:
-                assert verdict.node is not None
-                self.waits_for_ancestor(name, node, verdict.node, record, short=amounts, out=out)
+                assert verdict.member is not None
+                self.waits_for_ancestor(
+                    name, member, verdict.member, record, short=amounts, out=out
+                )
             else:
                 self.why(
-                    name, node, record, amounts, out, non_preemptible=short is Rule.NON_PREEMPTIBLE
+                    name,
+                    member,
+                    record,
+                    amounts,
+                    out,
+                    non_preemptible=short is Rule.NON_PREEMPTIBLE,
                 )
             return
         # Its quota in another tree (api.md, "Several trees").
         other = verdict.quota
         tree = self._forest.tree_of(other)
-        if short is Rule.MISSING or verdict.node is None:
+        if short is Rule.MISSING or verdict.member is None:
             problem = tree.problems.get(other)
             why = problem.message if problem else f"ElasticQuota {other} does not exist"
             self.set(record, f"waiting: {why}", out)
             return
-        label = self._forest.label(verdict.node)
+        label = self._forest.label(verdict.member)
         if short is Rule.ANCESTOR:
             self.waiting_on_ancestor.add(name)
-            lenders = self.lent(verdict.node, amounts, tree, self._left(name, record))
+            lenders = self.lent(verdict.member, amounts, tree, self._left(name, record))
             request = record.request_in(other)
-            reason = admission.why_waits(verdict.node, request, amounts, lenders, tree=label)
+            reason = admission.why_waits(verdict.member, request, amounts, lenders, tree=label)
         else:
             reason = admission.why_not(
                 other,
-                verdict.node,
+                verdict.member,
                 self._quota_pods[other],
                 record,
                 amounts,
@@ -143,20 +150,20 @@ class Reasons:
         self.set(record, reason, out)
 
     def for_victims(
-        self, name: str, node: TreeNode, record: PodRecord, verdict: Fit, out: Decisions
+        self, name: str, member: TreeMember, record: PodRecord, verdict: Fit, out: Decisions
     ) -> None:
         """The pod waits for the pods evicted for it to go: for lent quota (the reason says
         "being evicted") or for preempted pods."""
         if verdict.broken is Rule.ANCESTOR:
-            self.explain(name, node, record, verdict, out)
+            self.explain(name, member, record, verdict, out)
         else:
             self.set(record, admission.waiting_for_victims(record), out)
 
     def waits_for_ancestor(
         self,
         name: str,
-        node: TreeNode,
-        ancestor: TreeNode,
+        member: TreeMember,
+        ancestor: TreeMember,
         record: PodRecord,
         *,
         short: Mapping[str, int],
@@ -186,7 +193,7 @@ class Reasons:
                 record.request,
                 short,
                 lenders,
-                tree=self._forest.label(node) if self._forest.several else None,
+                tree=self._forest.label(member) if self._forest.several else None,
             )
             self.set(record, reason, out, key=key)
 
@@ -195,7 +202,7 @@ class Reasons:
         return self._planner.seconds_left(name, record.key, self.now)
 
     def _over(
-        self, ancestor: TreeNode, tree: QuotaTree, *, fresh: bool = False
+        self, ancestor: TreeMember, tree: QuotaTree, *, fresh: bool = False
     ) -> list[admission.Lender]:
         """What every quota below `ancestor` holds above its runtime, per resource: the
         part its pods being evicted give back (seconds None), then the rest (seconds 0.0);
@@ -221,22 +228,22 @@ class Reasons:
                 self._lenders[ancestor] = lenders
         return lenders
 
-    def holders(self, verdict: Fit, fresh: bool) -> list[tuple[TreeNode, QuotaPods]]:
+    def holders(self, verdict: Fit, fresh: bool) -> list[tuple[TreeMember, QuotaPods]]:
         """The quotas above their runtime below the member where a unit is short (the
         verdict's), with their pods: where reclaim looks for victims (`EvictionPlanner`)."""
-        assert verdict.node is not None
+        assert verdict.member is not None
         tree = self._forest.tree_of(verdict.quota)
-        names = dict.fromkeys(x.quota for x in self._over(verdict.node, tree, fresh=fresh))
+        names = dict.fromkeys(x.quota for x in self._over(verdict.member, tree, fresh=fresh))
         found = []
         for name in names:
             tree.refresh(name)
-            node = tree.node(name)
-            if node is not None:
-                found.append((node, self._quota_pods[name]))
+            member = tree.member(name)
+            if member is not None:
+                found.append((member, self._quota_pods[name]))
         return found
 
     def lent(
-        self, ancestor: TreeNode, short: Mapping[str, int], tree: QuotaTree, seconds: float
+        self, ancestor: TreeMember, short: Mapping[str, int], tree: QuotaTree, seconds: float
     ) -> list[admission.Lender]:
         """What the quotas below `ancestor` hold above their runtime in `short`'s resources;
         `seconds`: until the waiting pod's reclaim delay passes."""

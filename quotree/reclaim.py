@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import TYPE_CHECKING
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.admission import IN_QUOTA, OVER_QUOTA, in_quota_order, standings
 from quotree.pods import Claimant, PodRecord, QuotaPods
 from quotree.quantity import format_quantity
@@ -44,8 +44,8 @@ class Refusal:
     victim: str
     resource: str
     taken: int
-    mine: TreeNode
-    theirs: TreeNode
+    mine: TreeMember
+    theirs: TreeMember
     mine_borrows: int
     theirs_borrows: int
 
@@ -65,29 +65,29 @@ class Refusal:
         )
 
 
-def meet(tree: QuotaTree, mine: TreeNode, theirs: TreeNode) -> tuple[TreeNode, TreeNode]:
+def meet(tree: QuotaTree, mine: TreeMember, theirs: TreeMember) -> tuple[TreeMember, TreeMember]:
     """The children of the lowest Cohort (or the root) above both quotas: (mine's side,
     theirs' side)."""
     up_mine = [mine, *tree.path_up(mine)]
     up_theirs = [theirs, *tree.path_up(theirs)]
-    seen = {node.name: index for index, node in enumerate(up_theirs)}
-    for index, node in enumerate(up_mine):
-        at = seen.get(node.name)
+    seen = {member.name: index for index, member in enumerate(up_theirs)}
+    for index, member in enumerate(up_mine):
+        at = seen.get(member.name)
         if at is not None and index > 0 and at > 0:
             return up_mine[index - 1], up_theirs[at - 1]
     raise ValueError(f"{mine.name} and {theirs.name} share no tree")  # not reached: one root
 
 
 def borrowing_pays(
-    mine: TreeNode,
-    theirs: TreeNode,
+    mine: TreeMember,
+    theirs: TreeMember,
     resource: str,
     *,
     admitted: int,
     freed: Mapping[str, Mapping[str, int]],
 ) -> tuple[bool, int, int]:
     """The weighted rule at one meeting point: after `admitted` more on `mine`'s side and
-    the `freed` amounts (node name -> resource -> amount) on both, does `theirs` still borrow
+    the `freed` amounts (member name -> resource -> amount) on both, does `theirs` still borrow
     at least as much as `mine`, by weight? Also the two borrowed amounts afterwards.
     Compared cross-multiplied, in integers; a weight of 0 never borrows ahead of anyone."""
     # A side that does not govern the resource (no account of it) borrows what it uses.
@@ -109,21 +109,21 @@ def borrowing_pays(
 
 
 def _freed(
-    tree: QuotaTree, victims: Iterable[PodRecord], nodes: Mapping[str, TreeNode]
+    tree: QuotaTree, victims: Iterable[PodRecord], members: Mapping[str, TreeMember]
 ) -> dict[str, dict[str, int]]:
-    """What `victims` free at every node above them (name -> resource -> amount)."""
+    """What `victims` free at every member above them (name -> resource -> amount)."""
     freed: dict[str, dict[str, int]] = {}
     for victim in victims:
-        quota = nodes[victim.key]
+        quota = members[victim.key]
         request = victim.request_in(quota.name)
-        for node in (quota, *tree.path_up(quota)):
-            at = freed.setdefault(node.name, {})
+        for member in (quota, *tree.path_up(quota)):
+            at = freed.setdefault(member.name, {})
             for resource, amount in request.items():
                 at[resource] = at.get(resource, 0) + amount
     return freed
 
 
-def within_guarantee(unit: Claimant, quota: TreeNode, short: Mapping[str, int]) -> bool:
+def within_guarantee(unit: Claimant, quota: TreeMember, short: Mapping[str, int]) -> bool:
     """The unit's quota stays within its guarantee after admitting it, in every resource
     the unit is short of: reclaim for it always pays."""
     request = unit.request_in(quota.name)
@@ -133,9 +133,9 @@ def within_guarantee(unit: Claimant, quota: TreeNode, short: Mapping[str, int]) 
 def reclaim_choice(
     tree: QuotaTree,
     unit: Claimant,
-    quota: TreeNode,
+    quota: TreeMember,
     short: Mapping[str, int],
-    lenders: Iterable[tuple[TreeNode, QuotaPods]],
+    lenders: Iterable[tuple[TreeMember, QuotaPods]],
     *,
     taken: set[str],
     book: GroupLedger | None = None,
@@ -149,15 +149,15 @@ def reclaim_choice(
     request = unit.request_in(quota.name)
     within = within_guarantee(unit, quota, short)
     labels: dict[str, str] = {}
-    where: dict[str, TreeNode] = {}
+    where: dict[str, TreeMember] = {}
     candidates: list[PodRecord] = []
     whole = Candidates(book)  # pod groups whole, their joined pods first
-    for node, pods in lenders:
-        if node is quota or not any(
-            node.used[r] > node.runtime[r] for r in short if r in node.resources
+    for member, pods in lenders:
+        if member is quota or not any(
+            member.used[r] > member.runtime[r] for r in short if r in member.resources
         ):
             continue
-        ranked = standings(node, pods)
+        ranked = standings(member, pods)
         label_of = {record.key: label for record, label in ranked}
         may_go = {
             record.key
@@ -165,11 +165,11 @@ def reclaim_choice(
             if record.preemptible and not record.evicting and record.key not in taken
         }
         for record in whole.whole((record for record, _ in ranked), may_go):
-            if any(record.request_in(node.name).get(r, 0) > 0 for r in short):
+            if any(record.request_in(member.name).get(r, 0) > 0 for r in short):
                 members = whole.members.get(record.key, (record,))
                 over = any(label_of[m.key] == OVER_QUOTA for m in members)
                 labels[record.key] = OVER_QUOTA if over else IN_QUOTA
-                where[record.key] = node
+                where[record.key] = member
                 candidates.append(record)
 
     def rank(r: PodRecord) -> tuple[bool, int, bool]:
@@ -241,13 +241,13 @@ def reclaim_choice(
     return whole.expand(chosen), None
 
 
-def _freed_in(chosen: list[PodRecord], where: Mapping[str, TreeNode], resource: str) -> int:
+def _freed_in(chosen: list[PodRecord], where: Mapping[str, TreeMember], resource: str) -> int:
     """What `chosen` free in `resource`."""
     return sum(v.request_in(where[v.key].name).get(resource, 0) for v in chosen)
 
 
 def _best_fit(
-    pool: list[PodRecord], where: Mapping[str, TreeNode], left: Mapping[str, int]
+    pool: list[PodRecord], where: Mapping[str, TreeMember], left: Mapping[str, int]
 ) -> list[PodRecord]:
     """The candidates of `pool` (one rank, latest admitted first) that free some of `left`
     (what is still short), best first: those that free all of it alone, the least left

@@ -3,7 +3,7 @@
 
 The input is the shape of `quotree simulate -o json` (api.md): `capacity`, `nodes` (name ->
 kind, parent, min, max, request, runtime, used, valid) and `pods` (key -> state, reason),
-optionally with `unmanaged` (what pods outside the tree hold) and per node `scaledMin`
+optionally with `unmanaged` (what pods outside the tree hold) and per member `scaledMin`
 (guarantees scaled below min). Column widths follow the content, so long names and
 numbers never run together.
 """
@@ -84,7 +84,7 @@ the table:
 
 @dataclass(frozen=True, slots=True)
 class _Row:
-    """One line of the table: the node's title on its first resource, the cells, a bar."""
+    """One line of the table: the member's title on its first resource, the cells, a bar."""
 
     title: str
     resource: str = ""
@@ -119,15 +119,15 @@ def _min_cell(entry: Mapping[str, Any], resource: str) -> str:
 
 
 def _rows(data: Mapping[str, Any], bar_width: int) -> list[_Row]:
-    nodes = data["nodes"]
+    members = data["nodes"]
     children: dict[str | None, list[str]] = {}
-    for name, entry in nodes.items():
-        parent = entry["parent"] if entry["parent"] in nodes else None
+    for name, entry in members.items():
+        parent = entry["parent"] if entry["parent"] in members else None
         children.setdefault(parent, []).append(name)
     rows: list[_Row] = []
 
     def walk(name: str, prefix: str, last: bool) -> None:
-        entry = nodes[name]
+        entry = members[name]
         branch = "└─ " if last else "├─ "
         tag = "coh" if entry["kind"] == "Cohort" else "eq"
         flag = "" if entry["valid"] else "  [inactive]"
@@ -148,7 +148,7 @@ def _rows(data: Mapping[str, Any], bar_width: int) -> list[_Row]:
             walk(kid, prefix + ("   " if last else "│  "), j == len(kids) - 1)
 
     tops = sorted(children.get(None, []))
-    trees = sorted({nodes[t].get("tree", DEFAULT_TREE) for t in tops})
+    trees = sorted({members[t].get("tree", DEFAULT_TREE) for t in tops})
     if trees in ([], [DEFAULT_TREE]):
         for j, top in enumerate(tops):
             walk(top, "", j == len(tops) - 1)
@@ -157,7 +157,7 @@ def _rows(data: Mapping[str, Any], bar_width: int) -> list[_Row]:
         trees.sort(key=lambda t: (t != DEFAULT_TREE, t))
         for tree in trees:
             rows.append(_Row(f"tree {tree}"))
-            mine = [t for t in tops if nodes[t].get("tree", DEFAULT_TREE) == tree]
+            mine = [t for t in tops if members[t].get("tree", DEFAULT_TREE) == tree]
             for j, top in enumerate(mine):
                 walk(top, "", j == len(mine) - 1)
     return rows
@@ -197,7 +197,7 @@ def render_tree(
     """The tree, then the pods that are not simply admitted; bars when `bar_width` > 0.
 
     `data` may add to the JSON report `unmanaged` (what unmanaged pods hold: the header
-    takes it out of the capacity) and per node `scaledMin` (guarantees scaled below min).
+    takes it out of the capacity) and per member `scaledMin` (guarantees scaled below min).
     """
     lines = [_header(data), *_table(_rows(data, bar_width), bar_width)]
     pods = data["pods"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from quotree.models import DEFAULT_TREE, NodeConfig, quota_label
+from quotree.models import DEFAULT_TREE, MemberConfig, quota_label
 
 __all__ = ["DEFAULT_SYSTEM_NAMESPACES", "Coverage", "Resolution", "never_gated"]
 
@@ -53,7 +53,7 @@ class Resolution:
         return {quota_label(tree): name for tree, name in self.charges}
 
 
-def namespaces_of(config: NodeConfig | None) -> set[str]:
+def namespaces_of(config: MemberConfig | None) -> set[str]:
     """The namespaces whose pods `config` may take (none for a Cohort)."""
     if config is None or not config.is_leaf:
         return set()
@@ -73,7 +73,7 @@ class Coverage:
         #: Counts changes: the webhook process's copy is resent when it moves (docs/webhooks.md).
         self.version = 0
 
-    def add(self, config: NodeConfig) -> None:
+    def add(self, config: MemberConfig) -> None:
         self.version += 1
         covering = self._trees.setdefault(config.tree, {})
         for namespace in namespaces_of(config):
@@ -81,7 +81,7 @@ class Coverage:
         self._home[config.name] = config.namespace
         self._tree_of[config.name] = config.tree
 
-    def remove(self, config: NodeConfig) -> None:
+    def remove(self, config: MemberConfig) -> None:
         self.version += 1
         covering = self._trees.get(config.tree, {})
         for namespace in namespaces_of(config):

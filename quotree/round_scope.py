@@ -42,14 +42,14 @@ def only_shrank(tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str) ->
     if pods.pending and pods.room is None:
         return False
     tree.refresh(name)
-    node = tree.node(name)
-    if node is None or not node.is_quota:
+    member = tree.member(name)
+    if member is None or not member.is_quota:
         return False
     grown = tree.grown_quotas
-    if any(ancestor.name in grown for ancestor in tree.path_up(node)):
+    if any(ancestor.name in grown for ancestor in tree.path_up(member)):
         return False  # an ancestor's room may have grown: a waiting pod may fit now
-    used, runtime = node.used, node.runtime
-    return all(used[r] <= runtime[r] for r in node.resources)
+    used, runtime = member.used, member.runtime
+    return all(used[r] <= runtime[r] for r in member.resources)
 
 
 def worth_a_look(

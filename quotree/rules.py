@@ -4,7 +4,7 @@ Why a module of its own: the same rules are asked two ways. The validating
 webhook (and `quotree simulate` while it loads its input) asks "may this
 change be made?" (`check_apply`, `check_delete`); the operator asks "what is
 wrong with the tree as it stands?" (`tree_problems`, the `Valid` condition
-of each node). Both call the one function per rule below, and each rule's
+of each member). Both call the one function per rule below, and each rule's
 function returns a `Problem`: the object, the rule (the condition's reason),
 the resource and the numbers, and the one-line message built from them.
 """
@@ -15,7 +15,7 @@ from collections import ChainMap
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.quantity import add_amounts, format_quantity
 from quotree.structure import PendingView, Structure
 
@@ -46,7 +46,7 @@ class Problem:
     message: str
     resource: str | None = None
     amounts: tuple[int, ...] = ()
-    own: bool = True  # True: the node's own configuration; False: an ancestor's (Active)
+    own: bool = True  # True: the member's own configuration; False: an ancestor's (Active)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,7 @@ class Verdict:
         return cls(False, message)
 
 
-def _owner(config: NodeConfig) -> str:
+def _owner(config: MemberConfig) -> str:
     if config.is_leaf:
         return f"ElasticQuota {config.namespace}/{config.name}"
     return f"Cohort {config.name}"
@@ -71,7 +71,7 @@ def _owner(config: NodeConfig) -> str:
 # ---------------------------------------------------------------- one function per rule
 
 
-def min_above_max(config: NodeConfig) -> Problem | None:
+def min_above_max(config: MemberConfig) -> Problem | None:
     """Rule 2: for each resource named in both, min <= max."""
     for resource in sorted(config.min):
         low, high = config.min[resource], config.max.get(resource)
@@ -87,11 +87,11 @@ def min_above_max(config: NodeConfig) -> Problem | None:
     return None
 
 
-def parent_problem(config: NodeConfig, configs: Mapping[str, NodeConfig]) -> Problem | None:
+def parent_problem(config: MemberConfig, configs: Mapping[str, MemberConfig]) -> Problem | None:
     """Rule 3: the parent is a Cohort (ParentNotCohort) that exists (ParentNotFound).
 
     A missing parent is allowed at `kubectl apply` (a warning) and keeps the
-    node inactive until the parent exists.
+    member inactive until the parent exists.
     """
     if config.parent is None:
         return None
@@ -113,8 +113,8 @@ def parent_problem(config: NodeConfig, configs: Mapping[str, NodeConfig]) -> Pro
     return None
 
 
-def missing_flavor(config: NodeConfig, flavors: Collection[str]) -> Problem | None:
-    """Flavors: a flavor a node names must exist; until it does, a warning (like rule 3's
+def missing_flavor(config: MemberConfig, flavors: Collection[str]) -> Problem | None:
+    """Flavors: a flavor a member names must exist; until it does, a warning (like rule 3's
     missing parent), and no pod is charged to it."""
     missing = [name for name in config.flavors if name not in flavors]
     if not missing:
@@ -128,7 +128,7 @@ def missing_flavor(config: NodeConfig, flavors: Collection[str]) -> Problem | No
     )
 
 
-def cycle_problem(config: NodeConfig, loop: list[str]) -> Problem:
+def cycle_problem(config: MemberConfig, loop: list[str]) -> Problem:
     """Rule 4: `loop` is the parent chain from `config` back to itself (child -> parent)."""
     label = config.describe()
     if len(loop) == 1:
@@ -138,10 +138,10 @@ def cycle_problem(config: NodeConfig, loop: list[str]) -> Problem:
 
 
 def min_sum_problem(
-    cohort: NodeConfig,
-    children: Iterable[NodeConfig],
+    cohort: MemberConfig,
+    children: Iterable[MemberConfig],
     *,
-    changed: NodeConfig | None = None,
+    changed: MemberConfig | None = None,
     proposed: bool = False,
 ) -> Problem | None:
     """Rule 5: the children's mins add up to at most the Cohort's min, per resource.
@@ -183,7 +183,7 @@ def min_sum_problem(
     return None
 
 
-def name_taken(old: NodeConfig, new: NodeConfig) -> Problem | None:
+def name_taken(old: MemberConfig, new: MemberConfig) -> Problem | None:
     """Rule 6: names are unique across Cohorts and ElasticQuotas (and namespaces)."""
     if old.kind == new.kind and old.name == new.name and old.namespace == new.namespace:
         return None
@@ -195,7 +195,7 @@ def name_taken(old: NodeConfig, new: NodeConfig) -> Problem | None:
     )
 
 
-def names_shared(objects: list[NodeConfig]) -> Problem | None:
+def names_shared(objects: list[MemberConfig]) -> Problem | None:
     """Rule 6 as the tree stands: objects that share a name (the webhook was bypassed).
 
     None of them is active until one is renamed or deleted; both report it.
@@ -213,7 +213,7 @@ def names_shared(objects: list[NodeConfig]) -> Problem | None:
     )
 
 
-def cohort_has_children(cohort: NodeConfig, children: list[str]) -> Problem | None:
+def cohort_has_children(cohort: MemberConfig, children: list[str]) -> Problem | None:
     """Rule 7 (Cohorts): a Cohort with children cannot be deleted."""
     if not children:
         return None
@@ -229,7 +229,7 @@ def cohort_has_children(cohort: NodeConfig, children: list[str]) -> Problem | No
     )
 
 
-def quota_has_pods(quota: NodeConfig, admitted_pods: int) -> Problem | None:
+def quota_has_pods(quota: MemberConfig, admitted_pods: int) -> Problem | None:
     """Rule 7 (ElasticQuotas): not while it holds admitted, non-terminal pods."""
     if admitted_pods <= 0:
         return None
@@ -245,7 +245,7 @@ def quota_has_pods(quota: NodeConfig, admitted_pods: int) -> Problem | None:
 # ---------------------------------------------------------------- the two ways of asking
 
 
-def _structure(configs: Mapping[str, NodeConfig]) -> Structure:
+def _structure(configs: Mapping[str, MemberConfig]) -> Structure:
     """The configs as a Structure, without rebuilding the graph when there is one.
 
     The webhook passes the engine's Structure, or a ChainMap of recently allowed
@@ -254,7 +254,7 @@ def _structure(configs: Mapping[str, NodeConfig]) -> Structure:
     if isinstance(configs, Structure):
         return configs
     if isinstance(configs, ChainMap) and isinstance(configs.maps[-1], Structure):
-        pending: dict[str, NodeConfig] = {}
+        pending: dict[str, MemberConfig] = {}
         for layer in reversed(configs.maps[:-1]):
             pending.update(layer)
         return PendingView(configs.maps[-1], pending)
@@ -262,8 +262,8 @@ def _structure(configs: Mapping[str, NodeConfig]) -> Structure:
 
 
 def check_apply(
-    configs: Mapping[str, NodeConfig],
-    new: NodeConfig,
+    configs: Mapping[str, MemberConfig],
+    new: MemberConfig,
     flavors: Collection[str] | None = None,
 ) -> Verdict:
     """May `new` be created, or replace the object of the same name, in `configs`?
@@ -271,7 +271,7 @@ def check_apply(
     `configs` is the current tree by name (the object's old version included,
     if it exists); pass a `Structure` to avoid building its graph again.
     `flavors`: the ResourceFlavors that exist (None: not checked).
-    Quantities were already parsed and found >= 0 (rule 1) by `parse_node`.
+    Quantities were already parsed and found >= 0 (rule 1) by `parse_member`.
     """
     structure = _structure(configs)
     old = structure.get(new.name)
@@ -304,8 +304,8 @@ def check_apply(
     return Verdict(True, warnings=warnings)
 
 
-def parent_in_other_tree(config: NodeConfig, parent_tree: str) -> Problem:
-    """Several trees: a node's parent must be in the node's own tree."""
+def parent_in_other_tree(config: MemberConfig, parent_tree: str) -> Problem:
+    """Several trees: a member's parent must be in the member's own tree."""
     return Problem(
         config.describe(),
         "ParentInOtherTree",
@@ -315,13 +315,13 @@ def parent_in_other_tree(config: NodeConfig, parent_tree: str) -> Problem:
 
 
 def check_apply_forest(
-    forest: Mapping[str, Mapping[str, NodeConfig]],
-    new: NodeConfig,
+    forest: Mapping[str, Mapping[str, MemberConfig]],
+    new: MemberConfig,
     flavors: Collection[str] | None = None,
 ) -> Verdict:
     """`check_apply` over several trees (api.md, "Several trees"): names are unique across
-    trees (rule 6), a parent is in the node's own tree, a Cohort does not leave its
-    children behind in another tree, and the other rules hold within the node's tree.
+    trees (rule 6), a parent is in the member's own tree, a Cohort does not leave its
+    children behind in another tree, and the other rules hold within the member's tree.
 
     `forest` maps each tree's name to its configs by name; `flavors` as in `check_apply`.
     """
@@ -346,8 +346,8 @@ def check_apply_forest(
 
 
 def check_delete(
-    configs: Mapping[str, NodeConfig],
-    old: NodeConfig,
+    configs: Mapping[str, MemberConfig],
+    old: MemberConfig,
     *,
     admitted_pods: int = 0,
     namespace_deleting: bool = False,
@@ -361,7 +361,7 @@ def check_delete(
 
 
 def tree_problems(structure: Structure) -> dict[str, Problem]:
-    """The nodes whose own configuration breaks a rule as the tree stands (rules 2 to 5)."""
+    """The members whose own configuration breaks a rule as the tree stands (rules 2 to 5)."""
     problems: dict[str, Problem] = {}
     for name, config in structure.items():
         problem = (

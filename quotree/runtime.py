@@ -3,7 +3,7 @@
 Why a module of its own: this is the semantics' "Runtime" section, the part
 of the engine whose cost matters. The structure (parents, children, cycles,
 order) is asked of the DiGraph in `structure.py`; the accounting lives in one
-`TreeNode` per live node (`accounts.py`), keyed by name.
+`TreeMember` per live member (`accounts.py`), keyed by name.
 
 One pod arriving or leaving changes one quota's raw request; its demand
 change climbs the path to the root (stopping where a cap absorbs it), and
@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping
 import networkx as nx
 
 from quotree import live_tree
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.climb import climb, mark
 from quotree.deferred_subtrees import DeferredSubtrees
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.quantity import add_amounts
 from quotree.rules import Problem
 from quotree.settling import Dirty, cascade, settle_resource
@@ -35,7 +35,7 @@ from quotree.structure import ROOT, Structure
 __all__ = ["OUTSIDE", "ROOT", "QuotaTree"]
 
 #: The account, in one tree, of admitted pods that only other trees charge (api.md,
-#: "Several trees"): not a node, so, like pods of inactive quotas, what it holds is taken
+#: "Several trees"): not a member, so, like pods of inactive quotas, what it holds is taken
 #: off the capacity this tree shares. The slash keeps it apart from object names.
 OUTSIDE = "quotree.io/other-trees"
 
@@ -47,13 +47,13 @@ class QuotaTree:
 
     def __init__(self) -> None:
         self.structure = Structure()
-        self._nodes: dict[str, TreeNode] = {}  # live nodes by name
-        # Each live node's ancestors, nearest first, ending with the root: read off the
+        self._members: dict[str, TreeMember] = {}  # live members by name
+        # Each live member's ancestors, nearest first, ending with the root: read off the
         # graph at every rebuild (never edited), so that a pod event walks its path in O(depth).
-        self._path_up: dict[str, list[TreeNode]] = {}
-        self.root = TreeNode(ROOT, None, 0)
-        self._order: list[TreeNode] = []  # live nodes, parents before children
-        self._below: dict[str, list[TreeNode]] = {}  # `quotas_below`'s, until a rebuild
+        self._path_up: dict[str, list[TreeMember]] = {}
+        self.root = TreeMember(ROOT, None, 0)
+        self._order: list[TreeMember] = []  # live members, parents before children
+        self._below: dict[str, list[TreeMember]] = {}  # `quotas_below`'s, until a rebuild
         self._problems: dict[str, Problem] = {}
         self._stale = True
         self._capacity: dict[str, int] = {}
@@ -66,7 +66,7 @@ class QuotaTree:
         self._quota_used: dict[str, dict[str, int]] = {}
         self._dirty: dict[str, Dirty] = {}  # resource -> the parents to redo
         self.changed_quotas: set[str] = set()
-        # The nodes whose room may have grown since the last settle(): runtime or guarantee
+        # The members whose room may have grown since the last settle(): runtime or guarantee
         # up in some resource (from `distribute`), used down (a pod released), the root's
         # total changed. `grown_quotas` holds the set of the last settle(); the decider
         # skips a quota only when neither it nor any of its ancestors is in it.
@@ -76,25 +76,25 @@ class QuotaTree:
         #: are read or may matter (`deferral.py`); the `Decider` turns it on when its
         #: decisions cannot tell (one tree, no flavors, the `skip_shrunk_quotas` shortcut).
         self.lazy = False
-        self._subtrees = DeferredSubtrees(self._cascade, self.root, self._nodes, self._path_up)
+        self._subtrees = DeferredSubtrees(self._cascade, self.root, self._members, self._path_up)
         # The deferred subtrees' own dict (Cohort -> its deferred resources) and steps, kept
         # here too: a pod event asks the dict at every level it climbs.
         self._deferred_at = self._subtrees.at
         self._materialize_path = self._subtrees.materialize_path
         self._used_grew_below = self._subtrees.used_grew_below
-        # Every node (Cohort or ElasticQuota) whose runtime changed since `take_moved()`;
-        # None: every node may have (a rebuild). The operator writes only their statuses.
+        # Every member (Cohort or ElasticQuota) whose runtime changed since `take_moved()`;
+        # None: every member may have (a rebuild). The operator writes only their statuses.
         self._moved: set[str] | None = None
         # The quotas whose used is above their runtime in some resource (`over_below`), and
         # those that may have left it since it was last brought up to date: used moved, or
         # runtime moved while in it (a settle adds a quota whose runtime fell below its used
         # to `_over` at once, `settling.settle_resource`).
-        self._over: set[TreeNode] = set()
-        self._recheck: set[TreeNode] = set()
+        self._over: set[TreeMember] = set()
+        self._recheck: set[TreeMember] = set()
 
     # ------------------------------------------------------------ configuration
 
-    def set_config(self, config: NodeConfig) -> None:
+    def set_config(self, config: MemberConfig) -> None:
         """Add or replace a Cohort or ElasticQuota (by name)."""
         self.structure.set(config)
         self._stale = True
@@ -106,10 +106,10 @@ class QuotaTree:
         self.structure.remove(name, kind, namespace)
         self._stale = True
 
-    def config(self, name: str) -> NodeConfig | None:
+    def config(self, name: str) -> MemberConfig | None:
         return self.structure.get(name)
 
-    def configs(self) -> Mapping[str, NodeConfig]:
+    def configs(self) -> Mapping[str, MemberConfig]:
         """Every Cohort and ElasticQuota by name: the `Structure`, graph included."""
         return self.structure
 
@@ -148,15 +148,15 @@ class QuotaTree:
             self._raw_request_moved(quota, {resource: delta}, 1)
 
     def _raw_request_moved(self, quota: str, request: Mapping[str, int], sign: int) -> None:
-        node = self._nodes.get(quota)
-        if node is None or self._stale:
+        member = self._members.get(quota)
+        if member is None or self._stale:
             return
-        for resource in node.resources:
+        for resource in member.resources:
             amount = request.get(resource, 0)
             if amount:
-                node.raw_request[resource] += sign * amount
+                member.raw_request[resource] += sign * amount
                 climb(
-                    node,
+                    member,
                     resource,
                     dirty=self._dirty,
                     root=self.root,
@@ -169,25 +169,25 @@ class QuotaTree:
         add_amounts(self._quota_used.setdefault(quota, {}), request, sign)
         if self._stale:
             return
-        node = self._nodes.get(quota)
-        if node is None:
+        member = self._members.get(quota)
+        if member is None:
             # Pods of a quota outside the live tree still hold capacity.
             add_amounts(self._outside_used, request, sign)
             self._root_total_changed(request)
             return
-        path = self._path_up[node.name]
-        self._recheck.add(node)
-        for resource in node.resources:
+        path = self._path_up[member.name]
+        self._recheck.add(member)
+        for resource in member.resources:
             amount = request.get(resource, 0)
             if amount:
-                node.used[resource] += sign * amount
+                member.used[resource] += sign * amount
                 for walk in path:
                     walk.used[resource] += sign * amount
                 if sign > 0 and self._deferred_at:
-                    self._used_grew_below(node, resource)
+                    self._used_grew_below(member, resource)
         if sign < 0:
             # Room (runtime - used) grew at the quota and every ancestor: see grown_quotas.
-            self._grown.add(node.name)
+            self._grown.add(member.name)
             self._grown.update(walk.name for walk in path)
 
     def quota_used(self, quota: str) -> Mapping[str, int]:
@@ -208,35 +208,35 @@ class QuotaTree:
 
     # ------------------------------------------------------------ queries
 
-    def node(self, name: str) -> TreeNode | None:
-        """The live tree node called `name`, or None when it is missing or inactive, as of
+    def member(self, name: str) -> TreeMember | None:
+        """The live tree member called `name`, or None when it is missing or inactive, as of
         the last `refresh()` (reading changes nothing)."""
-        return self._nodes.get(name)
+        return self._members.get(name)
 
-    def ancestors(self, node: TreeNode) -> list[TreeNode]:
-        """The live node's ancestors below the root, nearest first."""
-        return self._path_up[node.name][:-1]
+    def ancestors(self, member: TreeMember) -> list[TreeMember]:
+        """The live member's ancestors below the root, nearest first."""
+        return self._path_up[member.name][:-1]
 
-    def path_up(self, node: TreeNode) -> list[TreeNode]:
-        """The live node's ancestors, nearest first, ending with the root."""
-        return self._path_up[node.name]
+    def path_up(self, member: TreeMember) -> list[TreeMember]:
+        """The live member's ancestors, nearest first, ending with the root."""
+        return self._path_up[member.name]
 
-    def quotas_below(self, node: TreeNode) -> list[TreeNode]:
-        """The live ElasticQuotas in `node`'s subtree (every one, for the root), by name."""
-        found = self._below.get(node.name)
+    def quotas_below(self, member: TreeMember) -> list[TreeMember]:
+        """The live ElasticQuotas in `member`'s subtree (every one, for the root), by name."""
+        found = self._below.get(member.name)
         if found is None:
-            # Kept until the next rebuild (the live nodes change only there).
-            if node is self.root:
+            # Kept until the next rebuild (the live members change only there).
+            if member is self.root:
                 found = sorted((n for n in self._order if n.is_quota), key=lambda n: n.name)
             else:
-                below = nx.descendants(self.structure.graph, node.name)
-                nodes = self._nodes
-                found = [nodes[n] for n in sorted(below) if n in nodes and nodes[n].is_quota]
-            self._below[node.name] = found
+                below = nx.descendants(self.structure.graph, member.name)
+                members = self._members
+                found = [members[n] for n in sorted(below) if n in members and members[n].is_quota]
+            self._below[member.name] = found
         return found
 
-    def over_below(self, node: TreeNode) -> list[TreeNode]:
-        """The live ElasticQuotas in `node`'s subtree (every one, for the root) whose used is
+    def over_below(self, member: TreeMember) -> list[TreeMember]:
+        """The live ElasticQuotas in `member`'s subtree (every one, for the root) whose used is
         above their runtime in some resource, by name. Kept as used and runtimes move: O(the
         quotas over their runtime), not O(the subtree). Nothing deferred is brought up to
         date: a deferred subtree holds no quota over its runtime (its slack ends before
@@ -251,11 +251,11 @@ class QuotaTree:
                 else:
                     over.discard(quota)
             self._recheck = set()
-        if node is self.root:
+        if member is self.root:
             found = list(self._over)
         else:
             path_up = self._path_up
-            found = [quota for quota in self._over if node in path_up[quota.name]]
+            found = [quota for quota in self._over if member in path_up[quota.name]]
         return sorted(found, key=lambda quota: quota.name)
 
     @property
@@ -263,7 +263,7 @@ class QuotaTree:
         """Nodes outside the live tree, by name, and why (their Valid / Active conditions)."""
         return self._problems
 
-    def live_nodes(self) -> Iterable[TreeNode]:
+    def live_members(self) -> Iterable[TreeMember]:
         return self._order
 
     def root_total(self, resource: str) -> int:
@@ -278,7 +278,7 @@ class QuotaTree:
 
     def _rebuild(self) -> None:
         live = live_tree.build(self.structure)
-        self.root, self._nodes, self._order = live.root, live.nodes, live.order
+        self.root, self._members, self._order = live.root, live.members, live.order
         self._path_up, self._problems = live.path_up, live.problems
         self._below = {}
         self._stale = False
@@ -287,26 +287,26 @@ class QuotaTree:
     # ------------------------------------------------------------ runtime
 
     def recompute(self) -> None:
-        """Compute demand, used and runtime for every live node from scratch."""
+        """Compute demand, used and runtime for every live member from scratch."""
         if self._stale:
             self._rebuild()
             return
         self._outside_used = {}
         for quota, used in self._quota_used.items():
-            if quota not in self._nodes:
+            if quota not in self._members:
                 add_amounts(self._outside_used, used, 1)
         live_tree.recompute(
             self.root, self._order, pod_request=self._pod_request, held=self._held,
             quota_used=self._quota_used, root_total=self.root_total,
         )  # fmt: skip
         self._dirty = {}
-        self._subtrees.reset(self.root, self._nodes, self._path_up)
+        self._subtrees.reset(self.root, self._members, self._path_up)
         # Every ElasticQuota, live or not: one that just went inactive must be looked at too.
         self.changed_quotas = {name for name, cfg in self.structure.items() if cfg.is_leaf}
         self._grown = set(self.changed_quotas)
         self._moved = None
         self._over = set()
-        self._recheck = {node for node in self._order if node.is_quota}
+        self._recheck = {member for member in self._order if member.is_quota}
 
     def settle(self) -> set[str]:
         """Bring runtimes up to date; returns the quotas whose runtime changed since last asked."""
@@ -329,7 +329,7 @@ class QuotaTree:
         return self._subtrees.count
 
     def take_moved(self) -> set[str] | None:
-        """The nodes whose runtime changed since the last call (None: maybe every node).
+        """The members whose runtime changed since the last call (None: maybe every member).
 
         Deferred subtrees are brought up to date first: their runtimes did move (down),
         and whoever asks (the operator's status writer) shows every runtime as it is."""
@@ -345,8 +345,8 @@ class QuotaTree:
         if name is not None and self._deferred_at:
             if name == ROOT:
                 self._subtrees.materialize_below(self.root)
-            elif (node := self._nodes.get(name)) is not None:
-                self._materialize_path(node)
+            elif (member := self._members.get(name)) is not None:
+                self._materialize_path(member)
 
     def _update(self) -> None:
         if self._stale:
@@ -381,9 +381,9 @@ class QuotaTree:
                 root.runtime[resource] = root.guarantee[resource] = self.root_total(resource)
                 mark(self._dirty, root, resource, None)
 
-    def _cascade(self, cohort: TreeNode, resource: str, *, report: bool) -> None:
+    def _cascade(self, cohort: TreeMember, resource: str, *, report: bool) -> None:
         """Redistribute a deferred subtree (`DeferredSubtrees.materialize`'s step), noting
-        the quotas that changed and the nodes that gained room when `report`."""
+        the quotas that changed and the members that gained room when `report`."""
         cascade(
             cohort,
             resource,

@@ -4,8 +4,8 @@ Why a module of its own: `QuotaTree` (`runtime.py`) carries a pod's demand
 change up its path and marks the parents whose children's runtimes must be
 redone; these passes redo them, parents before children, each parent with
 `distribution.distribute`, going further down only where a child's runtime
-changed, and note who moved (the quotas to look at again, the nodes that
-gained room, the nodes whose status to write). With laziness on, a Cohort
+changed, and note who moved (the quotas to look at again, the members that
+gained room, the members whose status to write). With laziness on, a Cohort
 whose runtime only fell may be left as it is (`deferred_subtrees.py`).
 """
 
@@ -14,34 +14,34 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.deferred_subtrees import DeferredSubtrees
 from quotree.distribution import distribute
 
 __all__ = ["Dirty", "cascade", "settle_resource"]
 
 #: parent -> {child whose demand changed: its demand at the last distribution} (None: redo all)
-Dirty = dict[TreeNode, dict[TreeNode, int] | None]
+Dirty = dict[TreeMember, dict[TreeMember, int] | None]
 
 
 def settle_resource(
     resource: str,
     dirty: Dirty,
     *,
-    root: TreeNode,
-    path_up: dict[str, list[TreeNode]],
+    root: TreeMember,
+    path_up: dict[str, list[TreeMember]],
     lazy: bool,
     subtrees: DeferredSubtrees,
     changed: set[str],
     grown: set[str],
     moved: set[str] | None,
-    over: set[TreeNode],
-    recheck: set[TreeNode],
+    over: set[TreeMember],
+    recheck: set[TreeMember],
 ) -> None:
     """Redo the `dirty` parents in one resource, and the children of theirs that moved.
 
-    `changed` receives the quotas whose runtime changed, `grown` the nodes whose room
-    may have grown, `moved` (unless None) every node whose runtime changed. A quota whose
+    `changed` receives the quotas whose runtime changed, `grown` the members whose room
+    may have grown, `moved` (unless None) every member whose runtime changed. A quota whose
     runtime changed goes into `over` when its used is now above it (`QuotaTree.over_below`'s
     set), or into `recheck` when it was in `over` (it may have left it): one comparison per
     quota that moved, not one per resource it takes part in."""
@@ -49,7 +49,7 @@ def settle_resource(
     heap = [(parent.depth, next(counter), parent) for parent in dirty]
     heapq.heapify(heap)
     deferred = subtrees.by_resource.get(resource)
-    busy: set[TreeNode] | None = None  # the dirty parents and their ancestors
+    busy: set[TreeMember] | None = None  # the dirty parents and their ancestors
     while heap:
         _, _, parent = heapq.heappop(heap)
         if parent not in dirty:
@@ -77,8 +77,8 @@ def settle_resource(
                     if lazy and child.runtime[resource] < child.last_total.get(resource, -1):
                         if busy is None:
                             busy = set(dirty)
-                            for node in dirty:
-                                busy.update(path_up.get(node.name, ()))
+                            for member in dirty:
+                                busy.update(path_up.get(member.name, ()))
                         if child not in busy and subtrees.defer(child, resource):
                             deferred = subtrees.by_resource[resource]
                             continue
@@ -87,14 +87,14 @@ def settle_resource(
 
 
 def cascade(
-    cohort: TreeNode,
+    cohort: TreeMember,
     resource: str,
     *,
     changed: set[str] | None,
     grown: set[str] | None,
     moved: set[str] | None,
-    over: set[TreeNode],
-    recheck: set[TreeNode],
+    over: set[TreeMember],
+    recheck: set[TreeMember],
 ) -> None:
     """Redistribute `cohort`'s subtree top-down from its present runtime (a deferred
     subtree brought up to date); `changed`, `grown`, `moved`, `over`, `recheck` as for

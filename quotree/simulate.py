@@ -33,7 +33,7 @@ from quotree.flavor_spec import parse_flavor
 from quotree.groups import job_facts
 from quotree.manifests import InputError as SimulationError
 from quotree.manifests import load_documents
-from quotree.models import DEFAULT_TREE, GROUP, VERSION, ConfigError, NodeConfig, parse_node
+from quotree.models import DEFAULT_TREE, GROUP, VERSION, ConfigError, MemberConfig, parse_member
 from quotree.options import EngineOptions
 from quotree.podfacts import pod_facts
 from quotree.priority_classes import PriorityClasses, PriorityError
@@ -88,7 +88,7 @@ class Simulation:
     """The engine after the whole input, ready to be reported."""
 
     engine: SimulatedEngine
-    configs: list[NodeConfig]
+    configs: list[MemberConfig]
     warnings: list[str] = field(default_factory=list)
     units: Units = field(default_factory=Units)  # the families quantities were written in
     #: The Namespace objects given (noted: a pod's namespace need not be among them).
@@ -174,7 +174,7 @@ def _configure(
             name = str(metadata.get("name") or origin)
             engine.set_cluster_node(name, counted.allocatable, metadata.get("labels") or {})
             return
-        config = parse_node(doc)
+        config = parse_member(doc)
     except ConfigError as exc:
         raise SimulationError(f"{origin}: {exc}") from None
     verdict = check_apply_forest(engine.tree_configs(), config)
@@ -294,10 +294,10 @@ def to_json(sim: Simulation) -> dict[str, Any]:
     """The stable JSON report of the API contract."""
     engine = sim.engine
     engine.refresh()  # the explicit step before reading the trees
-    nodes: dict[str, Any] = {}
+    members: dict[str, Any] = {}
     for config in sorted(sim.configs, key=lambda c: c.name):
         report = engine.report(config.name)
-        nodes[config.name] = {
+        members[config.name] = {
             "kind": config.kind,
             "tree": config.tree,
             "namespace": config.namespace,
@@ -331,7 +331,7 @@ def to_json(sim: Simulation) -> dict[str, Any]:
     }
     return {
         "capacity": _quantities(engine.tree.capacity),
-        "nodes": nodes,
+        "nodes": members,
         "pods": pods,
         "groups": groups,
     }
@@ -349,11 +349,11 @@ def table_report(sim: Simulation) -> dict[str, Any]:
     engine = sim.engine
     for name, entry in data["nodes"].items():
         tree = engine.tree_of(name)
-        node, config = tree.node(name), tree.config(name)
+        member, config = tree.member(name), tree.config(name)
         scaled = {}
-        if node is not None and config is not None:
+        if member is not None and config is not None:
             for resource, low in config.min.items():
-                guarantee = node.guarantee.get(resource, low)
+                guarantee = member.guarantee.get(resource, low)
                 if guarantee < low:
                     scaled[resource] = format_quantity(guarantee, resource)
         entry["scaledMin"] = scaled

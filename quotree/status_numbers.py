@@ -1,4 +1,4 @@
-"""The numbers a Cohort's or ElasticQuota's status shows, in base units (`NodeReport`).
+"""The numbers a Cohort's or ElasticQuota's status shows, in base units (`MemberReport`).
 
 Why a module of its own: the operator's status writer and `quotree simulate`
 print the same report; it reads the tree and the pods and decides nothing.
@@ -13,11 +13,11 @@ from quotree.pods import QuotaPods
 from quotree.rules import Problem
 from quotree.runtime import QuotaTree
 
-__all__ = ["NodeReport", "node_report"]
+__all__ = ["MemberReport", "member_report"]
 
 
 @dataclass(frozen=True, slots=True)
-class NodeReport:
+class MemberReport:
     """status of a Cohort or ElasticQuota, in base units (`request` shows demand)."""
 
     request: dict[str, int]
@@ -32,15 +32,15 @@ class NodeReport:
     admitted_groups: int = 0
 
 
-def node_report(
+def member_report(
     tree: QuotaTree,
     pods_of: Mapping[str, QuotaPods],
     name: str,
     *,
     unresolved: int = 0,
     groups: tuple[int, int] = (0, 0),
-) -> NodeReport:
-    """status for tree node `name`: demand, runtime, used, pod counts, its problem, as of
+) -> MemberReport:
+    """status for tree member `name`: demand, runtime, used, pod counts, its problem, as of
     the tree's last `QuotaTree.refresh` (the reader refreshes first).
 
     `unresolved`: gated pods of its namespaces that no quota will take, and its pods
@@ -48,17 +48,17 @@ def node_report(
     they count as pending here, so that they are seen. `groups`: its pending and
     admitted pod groups.
     """
-    node = tree.node(name)
+    member = tree.member(name)
     pods = pods_of.get(name)
     admitted = len(pods.admitted) if pods else 0
     # Pods charged here that wait in another tree's quota queue count here too.
     pending = (len(pods.pending) + len(pods.also_pending) if pods else 0) + unresolved
-    if node is not None:
-        resources = sorted(node.resources)
-        return NodeReport(
-            request={r: node.demand[r] for r in resources},
-            runtime={r: node.runtime[r] for r in resources},
-            used={r: node.used[r] for r in resources},
+    if member is not None:
+        resources = sorted(member.resources)
+        return MemberReport(
+            request={r: member.demand[r] for r in resources},
+            runtime={r: member.runtime[r] for r in resources},
+            used={r: member.used[r] for r in resources},
             admitted_pods=admitted,
             pending_pods=pending,
             problem=None,
@@ -68,7 +68,7 @@ def node_report(
     config = tree.config(name)
     named = sorted(set(config.min) | set(config.max)) if config else []
     used = tree.quota_used(name)
-    return NodeReport(
+    return MemberReport(
         request={},
         runtime=dict.fromkeys(named, 0),
         used={r: used.get(r, 0) for r in named},

@@ -1,13 +1,13 @@
 """The tree's structure: one networkx DiGraph of every Cohort and ElasticQuota.
 
 Why a module of its own: structure (who is whose parent, where the cycles
-are, which nodes are live and in what order) changes only when a Cohort or
+are, which members are live and in what order) changes only when a Cohort or
 ElasticQuota changes, while accounting (demand, runtime, used) changes with
 every pod. Keeping the graph here, and nothing but the graph, means every
 question about structure has one answer, asked of networkx.
 
 Edges run parent -> child, with the cluster root `ROOT` above the top-level
-nodes. A `parent` that names no object is still a graph node (without a
+members. A `parent` that names no object is still a graph node (without a
 config), so a child waiting for its parent is wired the moment it appears.
 `Structure` is also the read-only mapping of configs by name that the
 configuration rules take.
@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterator, Mapping
 
 import networkx as nx
 
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 
 __all__ = ["ROOT", "PendingView", "Structure"]
 
@@ -30,26 +30,26 @@ ROOT = "quotree.io/cluster"
 Identity = tuple[str, str | None]
 
 
-def identity(config: NodeConfig) -> Identity:
+def identity(config: MemberConfig) -> Identity:
     return (config.kind, config.namespace)
 
 
-class Structure(Mapping[str, NodeConfig]):
+class Structure(Mapping[str, MemberConfig]):
     """Cohorts and ElasticQuotas by name, and the DiGraph of their parent links."""
 
-    def __init__(self, configs: Mapping[str, NodeConfig] | None = None) -> None:
+    def __init__(self, configs: Mapping[str, MemberConfig] | None = None) -> None:
         self.graph: nx.DiGraph = nx.DiGraph()
         self.graph.add_node(ROOT)
-        self._configs: dict[str, NodeConfig] = {}  # by name: the one in the graph
+        self._configs: dict[str, MemberConfig] = {}  # by name: the one in the graph
         # Every object by name and (kind, namespace): two objects may share a name when they
         # slipped past the webhook (rule 6); the graph holds the first, both stay known.
-        self._objects: dict[str, dict[Identity, NodeConfig]] = {}
+        self._objects: dict[str, dict[Identity, MemberConfig]] = {}
         for config in (configs or {}).values():
             self.set(config)
 
     # ------------------------------------------------------------ the mapping
 
-    def __getitem__(self, name: str) -> NodeConfig:
+    def __getitem__(self, name: str) -> MemberConfig:
         return self._configs[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -61,13 +61,13 @@ class Structure(Mapping[str, NodeConfig]):
     def __contains__(self, name: object) -> bool:
         return name in self._configs
 
-    def get(self, name: str, default: NodeConfig | None = None) -> NodeConfig | None:  # type: ignore[override]
+    def get(self, name: str, default: MemberConfig | None = None) -> MemberConfig | None:  # type: ignore[override]
         """`Mapping.get` without its exception round trip (the engine asks this per pod)."""
         return self._configs.get(name, default)
 
     # ------------------------------------------------------------ changes
 
-    def set(self, config: NodeConfig) -> None:
+    def set(self, config: MemberConfig) -> None:
         """Add or replace the object `config` names (by name, kind and namespace)."""
         name = config.name
         objects = self._objects.setdefault(name, {})
@@ -77,7 +77,7 @@ class Structure(Mapping[str, NodeConfig]):
             return  # a second object of that name: known, but the graph keeps the first
         self._link(config)
 
-    def _link(self, config: NodeConfig) -> None:
+    def _link(self, config: MemberConfig) -> None:
         name = config.name
         if name in self.graph:
             for parent in list(self.graph.predecessors(name)):
@@ -118,16 +118,16 @@ class Structure(Mapping[str, NodeConfig]):
 
     # ------------------------------------------------------------ questions
 
-    def object(self, name: str, kind: str, namespace: str | None) -> NodeConfig | None:
+    def object(self, name: str, kind: str, namespace: str | None) -> MemberConfig | None:
         """The object `name` of `kind` in `namespace`, if it is known."""
         return self._objects.get(name, {}).get((kind, namespace))
 
-    def objects(self, name: str) -> list[NodeConfig]:
+    def objects(self, name: str) -> list[MemberConfig]:
         """Every object called `name` (more than one only when rule 6 was bypassed)."""
         return list(self._objects.get(name, {}).values())
 
     def parent(self, name: str) -> str | None:
-        """The parent `name` points at (ROOT for a top-level node; None when unknown)."""
+        """The parent `name` points at (ROOT for a top-level member; None when unknown)."""
         for parent in self.graph.pred.get(name, ()):
             return str(parent)
         return None
@@ -149,7 +149,7 @@ class Structure(Mapping[str, NodeConfig]):
 
     def cycles(self) -> list[list[str]]:
         """Every cycle in the parent links, each as a chain child -> parent (networkx)."""
-        # Each node has one parent, so the cycles are disjoint and networkx's simple
+        # Each member has one parent, so the cycles are disjoint and networkx's simple
         # cycles (which follow edges parent -> child) are all of them, once each.
         loops = []
         for cycle in nx.simple_cycles(self.graph):
@@ -168,9 +168,9 @@ class Structure(Mapping[str, NodeConfig]):
         return [name, *chain[: chain.index(name)]]
 
     def live_order(self, excluded: Collection[str]) -> list[tuple[str, str, int]]:
-        """The live nodes, parents before children: (name, parent, depth), breadth-first.
+        """The live members, parents before children: (name, parent, depth), breadth-first.
 
-        A node is live when it and every ancestor exist and are not `excluded`.
+        A member is live when it and every ancestor exist and are not `excluded`.
         """
 
         def usable(name: str) -> bool:
@@ -192,14 +192,14 @@ class PendingView(Structure):
     answered from `pending` first. The webhook's rules see recent approvals this way.
     """
 
-    def __init__(self, base: Structure, pending: Mapping[str, NodeConfig]) -> None:
+    def __init__(self, base: Structure, pending: Mapping[str, MemberConfig]) -> None:
         self._base = base
         self._pending = dict(pending)
         self.graph = base.graph
         self._configs = {**base._configs, **self._pending}
         self._objects = base._objects
 
-    def set(self, config: NodeConfig) -> None:
+    def set(self, config: MemberConfig) -> None:
         raise TypeError("a PendingView is read-only")
 
     def remove(self, name: str, kind: str | None = None, namespace: str | None = None) -> None:

@@ -1,7 +1,7 @@
 """The trees: one `QuotaTree` per tree name, and which tree each Cohort or ElasticQuota is in.
 
 Why a module of its own: with several trees (api.md, "Several trees") every question of
-the form "in which tree is this node", "what does each tree hold of a pod it does not
+the form "in which tree is this member", "what does each tree hold of a pod it does not
 charge", "every tree's configurations or problems" has one answer here, so that the
 decision loop and the engine ask instead of branching on whether there is more than one
 tree. With one tree (the usual case) every call is a dictionary look-up or a loop of one.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from quotree.accounts import TreeNode
-from quotree.models import DEFAULT_TREE, MAINTENANCE_ANNOTATION, NodeConfig
+from quotree.accounts import TreeMember
+from quotree.models import DEFAULT_TREE, MAINTENANCE_ANNOTATION, MemberConfig
 from quotree.pods import PodRecord
 from quotree.rules import Problem
 from quotree.runtime import OUTSIDE, QuotaTree
@@ -27,7 +27,7 @@ class Forest:
         self.default = QuotaTree()
         #: Every tree by name (the default one first).
         self.trees: dict[str, QuotaTree] = {DEFAULT_TREE: self.default}
-        self._home: dict[str, QuotaTree] = {}  # node name -> its tree, when not the default
+        self._home: dict[str, QuotaTree] = {}  # member name -> its tree, when not the default
         #: More than one tree is in play (the checks across trees are taken).
         self.several = False
 
@@ -38,9 +38,9 @@ class Forest:
         """The tree Cohort or ElasticQuota `name` belongs to (the default tree if unknown)."""
         return self._home.get(name, self.default)
 
-    def label(self, node: TreeNode) -> str | None:
-        """The node's tree for reasons: its name, None for the default tree."""
-        config = node.config
+    def label(self, member: TreeMember) -> str | None:
+        """The member's tree for reasons: its name, None for the default tree."""
+        config = member.config
         return config.tree if config is not None and config.tree != DEFAULT_TREE else None
 
     def grow(
@@ -95,16 +95,16 @@ class Forest:
         for tree in self.trees.values():
             tree.add_unmanaged(request, sign)
 
-    def configs(self) -> dict[str, NodeConfig]:
+    def configs(self) -> dict[str, MemberConfig]:
         """Every Cohort and ElasticQuota, by name, over all trees."""
         if not self.several:
             return dict(self.default.configs())
-        out: dict[str, NodeConfig] = {}
+        out: dict[str, MemberConfig] = {}
         for tree in self.trees.values():
             out.update(tree.configs())
         return out
 
-    def tree_configs(self) -> dict[str, Mapping[str, NodeConfig]]:
+    def tree_configs(self) -> dict[str, Mapping[str, MemberConfig]]:
         """Each tree's Cohorts and ElasticQuotas by name (the `Structure`), by tree name."""
         return {name: tree.configs() for name, tree in self.trees.items()}
 
@@ -116,14 +116,14 @@ class Forest:
         return out
 
 
-def maintenance_reason(cluster: str | None, tree: QuotaTree, node: TreeNode) -> str | None:
-    """Why quota `node` is in maintenance mode (MCAD's), None when it is not: `cluster`, the
-    operator's setting for the whole cluster, else the annotation on the top-level node
+def maintenance_reason(cluster: str | None, tree: QuotaTree, member: TreeMember) -> str | None:
+    """Why quota `member` is in maintenance mode (MCAD's), None when it is not: `cluster`, the
+    operator's setting for the whole cluster, else the annotation on the top-level member
     above it in `tree`."""
     if cluster is not None:
         return cluster
-    path = tree.path_up(node)
-    top = path[-2] if len(path) >= 2 else node  # path ends with the cluster root
+    path = tree.path_up(member)
+    top = path[-2] if len(path) >= 2 else member  # path ends with the cluster root
     if top.config is not None and top.config.maintenance:
         return f"annotation {MAINTENANCE_ANNOTATION} on {top.config.describe()}"
     return None

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quotree.engine import Engine, NodeReport
+from quotree.engine import Engine, MemberReport
 from quotree.quantity import format_quantity, is_unlimited
 
 __all__ = [
@@ -38,8 +38,8 @@ def quantities(amounts: Mapping[str, int]) -> dict[str, str]:
     return {r: format_quantity(a, r) for r, a in sorted(amounts.items())}
 
 
-def summary(report: NodeReport, min_: Mapping[str, int], max_: Mapping[str, int]) -> str:
-    """One line per tree node for `kubectl get`: `cpu 3/10/5/20, nvidia.com/gpu 1/2/1/-`."""
+def summary(report: MemberReport, min_: Mapping[str, int], max_: Mapping[str, int]) -> str:
+    """One line per tree member for `kubectl get`: `cpu 3/10/5/20, nvidia.com/gpu 1/2/1/-`."""
     resources = sorted(set(report.runtime) | set(min_) | set(max_))
     parts = []
     for r in resources:
@@ -55,7 +55,7 @@ def summary(report: NodeReport, min_: Mapping[str, int], max_: Mapping[str, int]
 
 
 def conditions(engine: Engine, name: str, bad_spec: str | None) -> list[dict[str, str]]:
-    """Valid (own configuration) and Active (the tree node is part of the live tree).
+    """Valid (own configuration) and Active (the tree member is part of the live tree).
 
     `bad_spec` is why the object's spec could not be read at all (then it is not in the
     engine's tree).
@@ -203,7 +203,7 @@ class StatusMemory:
 class StatusDirty:
     """Which quota objects' statuses may have changed since the status writer last looked.
 
-    Filled by the inputs (the tree nodes a pod event or a decision touched, by name; every
+    Filled by the inputs (the tree members a pod event or a decision touched, by name; every
     object after a configuration change or a change of leader) and by the writer itself
     (objects whose write failed, by key); the writer takes it whole each round, so a
     round's work is proportional to what changed, not to the number of quotas (issue 12).
@@ -212,7 +212,7 @@ class StatusDirty:
 
     #: Every object may have changed (start-up, a configuration change, a new leader).
     everything: bool = True
-    #: Tree node names whose pods changed (the writer adds their ancestors).
+    #: Tree member names whose pods changed (the writer adds their ancestors).
     names: set[str] = field(default_factory=set)
     #: Object keys to compare again (their last write failed).
     keys: set[str] = field(default_factory=set)

@@ -30,7 +30,7 @@ from quotree.capacity import node_allocatable
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import parse_flavor
 from quotree.group_book import GroupBook
-from quotree.models import ADMISSION_GATE, ConfigError, parse_node
+from quotree.models import ADMISSION_GATE, ConfigError, parse_member
 from quotree.podfacts import PodFacts, pod_facts
 from quotree_operator.api import KubeAPI
 from quotree_operator.desired_status import StatusDirty, StatusMemory
@@ -124,8 +124,8 @@ class Inputs:
         #: QuotaObject.key -> object: two objects that share a name (the webhook was
         #: bypassed) are both here, and both get their status written.
         self.quota_objects: dict[str, QuotaObject] = {}
-        self.bad_specs: dict[str, str] = {}  # tree node name -> why its spec cannot be read
-        #: tree node name -> the QuotaObject.keys of the objects of that name
+        self.bad_specs: dict[str, str] = {}  # tree member name -> why its spec cannot be read
+        #: tree member name -> the QuotaObject.keys of the objects of that name
         self.keys_by_name: dict[str, set[str]] = {}
         #: Which statuses may have changed (status_writer.py takes it each round).
         self.dirty = StatusDirty()
@@ -186,7 +186,7 @@ class Inputs:
             self.keys_by_name.setdefault(name, set()).add(obj.key)
             self.memory.remember_object(obj.key, body)
             try:
-                config = parse_node(body)
+                config = parse_member(body)
             except ConfigError as exc:
                 logger.warning("%s", exc)
                 self.dirty.all()

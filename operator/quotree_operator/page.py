@@ -46,7 +46,7 @@ def tree_json(
     for name, config in configs.items():
         parent = config.parent if config.parent in configs else None
         children.setdefault(parent, []).append(name)
-    nodes: list[dict[str, Any]] = []
+    members: list[dict[str, Any]] = []
     planner, now = engine.decider.planner, time.monotonic()
 
     def walk(name: str, depth: int, seen: set[str]) -> None:
@@ -56,7 +56,7 @@ def tree_json(
         config = configs[name]
         leaf = config.kind == "ElasticQuota"
         status = desired(engine, name, leaf, (bad_configs or {}).get(name)).status
-        nodes.append(
+        members.append(
             {
                 "name": name,
                 "kind": config.kind,
@@ -95,7 +95,7 @@ def tree_json(
         "leader": leading,
         "identity": identity,
         "capacity": quantities(engine.tree.capacity),
-        "nodes": nodes,
+        "nodes": members,
         "pendingCount": len(pending),
         "pending": [
             {"pod": r.key, "quota": r.quota, "reason": r.reason} for r in pending[:MAX_PENDING]

@@ -2,7 +2,7 @@
 
 One coalescing writer: woken by `Signals.status_dirty`, it compares the desired status
 (status.py, pure) of each quota object that may have changed (`StatusDirty`, the engine's
-trees' `take_moved`, the nodes' ancestors) with what it last wrote (`StatusMemory`) and
+trees' `take_moved`, the members' ancestors) with what it last wrote (`StatusMemory`) and
 patches only the difference: a round's work follows what changed, not the number of
 quotas (issue 12). Writes are spaced by at least STATUS_INTERVAL and by STATUS_BACKOFF times
 as long as the last round took (at most STATUS_MAX_PAUSE), so under a burst of pod events
@@ -170,7 +170,7 @@ class StatusWriter:
 
     def due(self) -> list[str]:
         """The keys of the quota objects whose status may have changed since the last round:
-        the tree nodes whose pods or runtime changed and their ancestors, the objects whose
+        the tree members whose pods or runtime changed and their ancestors, the objects whose
         last write failed; every object after a configuration change (inputs.StatusDirty),
         and at least every STATUS_FULL_EVERY seconds."""
         inputs, engine = self.inputs, self.inputs.engine
@@ -189,9 +189,9 @@ class StatusWriter:
             return list(inputs.quota_objects)
         for name in list(names):
             tree = engine.tree_of(name)
-            node = tree.node(name)
-            if node is not None:
-                names.update(walk.name for walk in tree.ancestors(node))
+            member = tree.member(name)
+            if member is not None:
+                names.update(walk.name for walk in tree.ancestors(member))
         for name in names:
             keys |= inputs.keys_by_name.get(name, set())
         return sorted(keys)

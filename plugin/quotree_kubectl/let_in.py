@@ -7,7 +7,7 @@ module turns that into what would change it, along the short quota's ancestors.
 
 from __future__ import annotations
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.engine import Engine, PodRecord
 from quotree.fit import Rule
 from quotree.quantity import format_quantity, is_unlimited
@@ -20,25 +20,25 @@ def q(amount: int, resource: str) -> str:
     return "unlimited" if is_unlimited(amount) else format_quantity(amount, resource)
 
 
-def _chain(engine: Engine, node: TreeNode) -> list[TreeNode]:
-    """The node and its ancestors below the cluster root, nearest first."""
-    return [node, *engine.tree_of(node.name).ancestors(node)]
+def _chain(engine: Engine, member: TreeMember) -> list[TreeMember]:
+    """The member and its ancestors below the cluster root, nearest first."""
+    return [member, *engine.tree_of(member.name).ancestors(member)]
 
 
-def _borrowers(engine: Engine, top: TreeNode, resource: str, skip: str) -> list[str]:
+def _borrowers(engine: Engine, top: TreeMember, resource: str, skip: str) -> list[str]:
     """ElasticQuotas under `top` that use more `resource` than their min (idle quota lent)."""
     out = []
     tree = engine.tree_of(top.name)
-    for node in tree.live_nodes():
-        if node.name == skip or not node.is_quota or resource not in node.resources:
+    for member in tree.live_members():
+        if member.name == skip or not member.is_quota or resource not in member.resources:
             continue
-        if top.name not in {a.name for a in tree.ancestors(node)}:
+        if top.name not in {a.name for a in tree.ancestors(member)}:
             continue
-        above = node.used[resource] - node.min[resource]
+        above = member.used[resource] - member.min[resource]
         if above > 0:
             out.append(
-                f"{node.name} uses {q(node.used[resource], resource)}, "
-                f"{q(above, resource)} above its min {q(node.min[resource], resource)}"
+                f"{member.name} uses {q(member.used[resource], resource)}, "
+                f"{q(above, resource)} above its min {q(member.min[resource], resource)}"
             )
     return sorted(out)
 
@@ -50,28 +50,28 @@ def let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
         return []
     quota = verdict.quota
     tree = engine.tree_of(quota)
-    node = tree.node(quota)
-    if verdict.broken is Rule.MISSING or node is None:
+    member = tree.member(quota)
+    if verdict.broken is Rule.MISSING or member is None:
         problem = tree.problems.get(quota)
         why = problem.message if problem else f"ElasticQuota {quota} does not exist"
         return [f"the quota is not part of the live tree: {why}"]
     lines: list[str] = []
     request = record.request_in(quota)
     short_of = set(verdict.amounts) if verdict.broken is not Rule.NON_PREEMPTIBLE else None
-    for resource in sorted(node.resources):
+    for resource in sorted(member.resources):
         amount = request.get(resource, 0)
         if not amount or (short_of is not None and resource not in short_of):
             continue
-        used, runtime = node.used[resource], node.runtime[resource]
+        used, runtime = member.used[resource], member.runtime[resource]
         short = used + amount - runtime
-        guarantee, own_min = node.guarantee[resource], node.min[resource]
+        guarantee, own_min = member.guarantee[resource], member.min[resource]
         lines.append(
             f"{resource}: {quota} uses {q(used, resource)} + request "
             f"{q(amount, resource)} against a runtime of {q(runtime, resource)}"
             + (f": short by {q(short, resource)}" if short > 0 else "")
         )
-        capped: TreeNode | None = None
-        for ancestor in _chain(engine, node):
+        capped: TreeMember | None = None
+        for ancestor in _chain(engine, member):
             config = ancestor.config
             kind = "Cohort" if config is not None and not config.is_leaf else "ElasticQuota"
             at_cap = ancestor.used[resource] + amount > ancestor.cap[resource]
@@ -99,8 +99,8 @@ def let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
                 f"{capped.name}, let this pod in (preview with `kubectl quotree what-if`)"
             )
             continue
-        if verdict.broken is Rule.ANCESTOR and verdict.node is not None:
-            above = verdict.node
+        if verdict.broken is Rule.ANCESTOR and verdict.member is not None:
+            above = verdict.member
             lines.append(
                 f"  - {quota} has room, {above.name} does not: "
                 f"{q(verdict.amounts.get(resource, 0), resource)} {resource} held below "
@@ -121,7 +121,7 @@ def let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
                 f"{q(own_min, resource)}), or a min raised by that much "
                 f"(preview with `kubectl quotree what-if`)"
             )
-        top = _chain(engine, node)[-1]
+        top = _chain(engine, member)[-1]
         borrowers = _borrowers(engine, top, resource, quota)
         if borrowers:
             lines.append(

@@ -28,7 +28,7 @@ from quotree.models import (
     QUOTA_LABEL,
     STANDING_LABEL,
     ConfigError,
-    parse_node,
+    parse_member,
 )
 from quotree.quantity import QuantityError, add_amounts, format_quantity, parse_quantity
 from quotree.resolution import Coverage, never_gated
@@ -68,7 +68,7 @@ def pod_quotas(state: ClusterState) -> dict[str, str]:
     coverage = Coverage(never_gated(), None)
     for obj in state.quotas:
         try:
-            coverage.add(parse_node(obj))
+            coverage.add(parse_member(obj))
         except ConfigError:
             continue  # an invalid quota covers nothing (its status says why)
     out: dict[str, str] = {}
@@ -107,14 +107,14 @@ def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, An
         amounts = node_allocatable(node).allocatable
         if amounts:
             add_amounts(capacity, amounts)
-    nodes: dict[str, Any] = {}
+    members: dict[str, Any] = {}
     for obj in sorted(
         [*state.cohorts, *state.quotas], key=lambda o: str(o["metadata"].get("name"))
     ):
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         problem = _condition_false(status)
-        nodes[obj["metadata"]["name"]] = {
+        members[obj["metadata"]["name"]] = {
             "kind": obj.get("kind"),
             "tree": spec.get("tree") or DEFAULT_TREE,
             "namespace": obj["metadata"].get("namespace"),
@@ -150,7 +150,7 @@ def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, An
         }
     return {
         "capacity": {r: format_quantity(a, r) for r, a in sorted(capacity.items())},
-        "nodes": nodes,
+        "nodes": members,
         "pods": pods,
         "groups": pod_groups(state, pods),
     }

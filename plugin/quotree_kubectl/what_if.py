@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quotree.models import ConfigError, NodeConfig, parse_node
+from quotree.models import ConfigError, MemberConfig, parse_member
 from quotree.rules import check_apply_forest
 from quotree.simulate import Simulation, SimulationError, simulate_documents, to_json
 from quotree_kubectl.cluster import ClusterState, PluginError, live_documents
@@ -43,11 +43,11 @@ def _report(sim: Simulation) -> dict[str, Any]:
 def what_if(state: ClusterState, proposed: Iterable[tuple[str, Mapping[str, Any]]]) -> WhatIf:
     """The live state, and the live state with `proposed` applied (nothing is written)."""
     live = live_documents(state)
-    configs: dict[str, NodeConfig] = {}
+    configs: dict[str, MemberConfig] = {}
     for _, doc in live:
         if doc.get("kind") in ("Cohort", "ElasticQuota"):
             try:
-                config = parse_node(doc)
+                config = parse_member(doc)
             except ConfigError:
                 continue
             configs[config.name] = config
@@ -66,11 +66,11 @@ def what_if(state: ClusterState, proposed: Iterable[tuple[str, Mapping[str, Any]
         described = f"{kind} {identity[1] + '/' if identity[1] else ''}{identity[2]}"
         if kind != "Node":
             try:
-                config = parse_node(doc)
+                config = parse_member(doc)
             except ConfigError as exc:
                 refused.append(str(exc))
                 continue
-            forest: dict[str, dict[str, NodeConfig]] = {}
+            forest: dict[str, dict[str, MemberConfig]] = {}
             for name, known in configs.items():
                 forest.setdefault(known.tree, {})[name] = known
             verdict = check_apply_forest(forest, config)
@@ -126,10 +126,10 @@ def render_what_if(result: WhatIf) -> str:
     )
     lines.append("")
     lines.append(f"{'NODE':<24}{'RESOURCE':<16}{'RUNTIME BEFORE':>16}  →  AFTER")
-    before_nodes, after_nodes = result.before["nodes"], result.after["nodes"]
-    for name in sorted(set(before_nodes) | set(after_nodes)):
-        old = (before_nodes.get(name) or {}).get("runtime") or {}
-        new = (after_nodes.get(name) or {}).get("runtime") or {}
+    before_members, after_members = result.before["nodes"], result.after["nodes"]
+    for name in sorted(set(before_members) | set(after_members)):
+        old = (before_members.get(name) or {}).get("runtime") or {}
+        new = (after_members.get(name) or {}).get("runtime") or {}
         for resource in sorted(set(old) | set(new)):
             was, now = old.get(resource, "-"), new.get(resource, "-")
             mark = "" if was == now else "  (changed)"

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from quotree.capacity import node_allocatable
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import parse_flavor
-from quotree.models import STANDING_LABEL, ConfigError, parse_node
+from quotree.models import STANDING_LABEL, ConfigError, parse_member
 from quotree.podfacts import pod_facts
 from quotree_kubectl.cluster import ClusterState, PluginError
 from quotree_kubectl.let_in import let_in, q
@@ -38,7 +38,7 @@ def live_engine(state: ClusterState, reclaim_delay: float = NO_RECLAIM) -> tuple
         engine.set_cluster_node(node["metadata"]["name"], counted.allocatable, labels)
     for obj in [*state.cohorts, *state.quotas]:
         try:
-            engine.set_config(parse_node(obj))
+            engine.set_config(parse_member(obj))
         except ConfigError as exc:
             notes.append(f"left out: {exc}")
     pods = sorted(state.pods, key=lambda p: str(p["metadata"].get("creationTimestamp")))

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from quotree.engine import Engine
-from quotree.models import parse_node
+from quotree.models import parse_member
 from quotree.podfacts import pod_facts
 from quotree.quantity import parse_quantity
 from tests.e2e import cluster
@@ -74,7 +74,7 @@ def over_runtime(
     engine = Engine()
     engine.set_cluster_node("all", {"cpu": total_cpu * 1000})
     for doc in configs:
-        engine.set_config(parse_node(doc))
+        engine.set_config(parse_member(doc))
     for name, quota_name, gated in snapshot:
         body = k.pod(name, ns, {"cpu": POD_CPU}, labels={QUOTA_LABEL: quota_name})
         if not gated:

@@ -158,7 +158,7 @@ def test_maintenance_annotation_holds_admission_until_removed(
     ns, top = f"mt-{s}", f"mt-{s}"
     held = k.cohort(top, min={GPU: "2"})
     held["metadata"]["annotations"] = {"quotree.io/maintenance": "true"}
-    team = f"mt-team-{s}"  # tree node names are unique across namespaces
+    team = f"mt-team-{s}"  # tree member names are unique across namespaces
     objects(k.namespace(ns), held, k.quota(team, ns, parent=top, min={GPU: "2"}))
     objects(k.pod("job", ns, {GPU: "1"}))
     wait(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from quotree.engine import Engine
-from quotree.models import DEFAULT_TREE, QUOTA_LABEL, NodeConfig
+from quotree.models import DEFAULT_TREE, QUOTA_LABEL, MemberConfig
 from quotree.options import EngineOptions
 from quotree.podfacts import NodeSelectorTerm, PodFacts
 from quotree.simulate import SimulatedEngine
@@ -31,8 +31,8 @@ def cohort(
     lending: int | Mapping[str, int] | None = None,
     borrowing: int | Mapping[str, int] | None = None,
     tree: str = DEFAULT_TREE,
-) -> NodeConfig:
-    return NodeConfig(
+) -> MemberConfig:
+    return MemberConfig(
         kind="Cohort",
         tree=tree,
         name=name,
@@ -58,8 +58,8 @@ def quota(
     borrowing: int | Mapping[str, int] | None = None,
     preempt: bool = True,
     tree: str = DEFAULT_TREE,
-) -> NodeConfig:
-    return NodeConfig(
+) -> MemberConfig:
+    return MemberConfig(
         kind="ElasticQuota",
         tree=tree,
         name=name,
@@ -116,7 +116,7 @@ def pod(
 
 
 def engine(
-    *configs: NodeConfig, capacity: int | Mapping[str, int] = 100, **kwargs: object
+    *configs: MemberConfig, capacity: int | Mapping[str, int] = 100, **kwargs: object
 ) -> Engine:
     """The simulator's engine (instant evictions, no reclaim delay) unless told otherwise.
 
@@ -143,7 +143,7 @@ def engine(
 def runtimes(eng: Engine, resource: str = R) -> dict[str, int]:
     eng.tree.settle()
     eng.refresh()
-    return {n.name: n.runtime[resource] for n in eng.tree.live_nodes() if resource in n.resources}
+    return {n.name: n.runtime[resource] for n in eng.tree.live_members() if resource in n.resources}
 
 
 def states(eng: Engine) -> dict[str, str]:

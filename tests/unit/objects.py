@@ -1,7 +1,7 @@
 """Kubernetes objects as the API sends them (Cohort, ElasticQuota, Node, Pod), for the
 shells' unit tests, and the engine's configuration parsed from them.
 
-builders.py makes the engine's own values (`NodeConfig`, `PodFacts`) directly, in base
+builders.py makes the engine's own values (`MemberConfig`, `PodFacts`) directly, in base
 units; this module makes the objects the operator, the webhooks and the plugin read, in
 the API's spelling. The keyword arguments name what a test varies; everything else is the
 smallest object the parsers accept.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from quotree import ADMISSION_GATE, Engine, parse_node
-from quotree.models import NodeConfig
+from quotree import ADMISSION_GATE, Engine, parse_member
+from quotree.models import MemberConfig
 
 API_VERSION = "quotree.io/v1alpha1"
 
@@ -39,23 +39,23 @@ def quota(name: Any, namespace: str, parent: str | None = None, **spec: Any) -> 
     }
 
 
-def cohort_config(name: str, parent: str | None = None, **spec: Any) -> NodeConfig:
+def cohort_config(name: str, parent: str | None = None, **spec: Any) -> MemberConfig:
     """`cohort(...)` as the engine takes it."""
-    return parse_node(cohort(name, parent, **spec))
+    return parse_member(cohort(name, parent, **spec))
 
 
 def quota_config(
     name: str, parent: str | None = None, *, namespace: str | None = None, **spec: Any
-) -> NodeConfig:
+) -> MemberConfig:
     """`quota(...)` as the engine takes it, in the namespace of its own name by default."""
-    return parse_node(quota(name, namespace or name, parent, **spec))
+    return parse_member(quota(name, namespace or name, parent, **spec))
 
 
 def engine_with(*objects: dict[str, Any]) -> Engine:
     """An engine that has seen these objects (as the operator's watch would feed them)."""
     engine = Engine()
     for obj in objects:
-        engine.set_config(parse_node(obj))
+        engine.set_config(parse_member(obj))
     engine.refresh()  # settled for the reads that follow
     return engine
 

@@ -374,7 +374,7 @@ def test_a_shrunken_cluster_admits_nothing_until_usage_is_back_under_capacity() 
     for i in range(5):
         eng.observe_pod(pod("a", f"a{i}", 1))
     eng.decide(now=0)
-    eng.set_cluster_node("node-1", {R: 6})  # a node is gone: the mins are scaled to 3 each
+    eng.set_cluster_node("node-1", {R: 6})  # a member is gone: the mins are scaled to 3 each
     eng.observe_pod(pod("b", "b0", 2))
     decisions = eng.decide(now=1)
     assert runtimes(eng) == {"a": 4, "b": 2}
@@ -576,7 +576,7 @@ def test_a_pod_admitted_after_preemption_keeps_the_non_preemptible_rule() -> Non
         pod("q3", "p5", 9, priority=0, preemptible=False),
         pod("q3", "p6", 11, priority=1, preemptible=False),
     )
-    q3 = eng.tree.node("q3")
+    q3 = eng.tree.member("q3")
     assert q3 is not None
     held = sum(
         r.request[R] for r in eng.pods.values() if r.state.value == "admitted" and not r.preemptible

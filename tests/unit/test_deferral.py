@@ -15,10 +15,10 @@ from builders import cohort, engine, pod, quota
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quotree.accounts import TreeNode
-from quotree.deferral import UNBOUNDED, node_margin
+from quotree.accounts import TreeMember
+from quotree.deferral import UNBOUNDED, member_margin
 from quotree.engine import Engine
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.options import EngineOptions
 from quotree.runtime import QuotaTree
 from quotree.sharing import water_fill
@@ -27,7 +27,7 @@ TOPS, MIDS, PER, PODS = 3, 3, 4, 10
 MINS = {"x": 40, "g": 2}
 
 
-def _contended_tree(*, lazy: bool = True) -> tuple[list[NodeConfig], Engine]:
+def _contended_tree(*, lazy: bool = True) -> tuple[list[MemberConfig], Engine]:
     """Quotas that ask twice their min under Cohorts, on a cluster holding exactly the mins."""
     configs = []
     for t in range(TOPS):
@@ -79,7 +79,7 @@ def _burst(lazy: bool) -> tuple[list[object], Engine]:
     log.append(sorted((r.key, r.state, r.reason, r.standing) for r in eng.pod_records()))
     eng.tree.settle()
     eng.refresh()
-    log.append({(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources})
+    log.append({(n.name, r): n.runtime[r] for n in eng.tree.live_members() for r in n.resources})
     return log, eng
 
 
@@ -97,12 +97,12 @@ def test_a_tree_alone_defers_nothing_unless_asked() -> None:
     assert QuotaTree().lazy is False
 
 
-def _parent(needs: list[int], weights: list[int], total: int) -> TreeNode:
-    """A Cohort with children of min 0 and the given demands, as `node_margin` reads it."""
-    parent = TreeNode("p", None, 1)
+def _parent(needs: list[int], weights: list[int], total: int) -> TreeMember:
+    """A Cohort with children of min 0 and the given demands, as `member_margin` reads it."""
+    parent = TreeMember("p", None, 1)
     children = []
     for i, (need, weight) in enumerate(zip(needs, weights, strict=True)):
-        child = TreeNode(f"c{i}", None, 2)
+        child = TreeMember(f"c{i}", None, 2)
         child.demand, child.min, child.weight = {"x": need}, {"x": 0}, {"x": weight}
         children.append(child)
     parent.children_in = {"x": children}
@@ -112,7 +112,7 @@ def _parent(needs: list[int], weights: list[int], total: int) -> TreeNode:
 
 
 def test_no_share_rises_while_the_total_falls_within_the_margin() -> None:
-    """Where `node_margin` allows a fall, every step down gives no child more (checked
+    """Where `member_margin` allows a fall, every step down gives no child more (checked
     against water_fill itself); with unequal weights (the Alabama paradox) it allows none
     where a share would rise."""
     cases = [
@@ -126,7 +126,7 @@ def test_no_share_rises_while_the_total_falls_within_the_margin() -> None:
     for needs, weights in cases:
         names = [f"c{i}" for i in range(len(needs))]
         for total in range(1, sum(needs)):
-            margin = node_margin(_parent(needs, weights, total), "x")
+            margin = member_margin(_parent(needs, weights, total), "x")
             low = 0 if margin >= UNBOUNDED else max(total - margin, 0)
             before = water_fill(total, needs, weights, names)
             for lower in range(total - 1, low - 1, -1):
@@ -144,11 +144,11 @@ def test_no_share_rises_while_the_total_falls_within_the_margin() -> None:
 )
 def test_node_margin_never_allows_a_rising_share(needs: list[int], weights: list[int]) -> None:
     """Over random needs, with one weight or several: from every total, each step down within
-    `node_margin` gives no child more than the step before (water_fill itself decides)."""
+    `member_margin` gives no child more than the step before (water_fill itself decides)."""
     weights = weights[: len(needs)] if weights else [2] * len(needs)
     names = [f"c{i}" for i in range(len(needs))]
     for total in range(1, sum(needs)):
-        margin = node_margin(_parent(needs, weights, total), "x")
+        margin = member_margin(_parent(needs, weights, total), "x")
         low = 0 if margin >= UNBOUNDED else max(total - margin, 0)
         before = water_fill(total, needs, weights, names)
         for lower in range(total - 1, low - 1, -1):
@@ -191,7 +191,7 @@ def test_a_deferred_subtree_whose_share_rises_again_reports_who_grew() -> None:
 
 
 def test_take_moved_names_every_runtime_a_deferred_subtree_changed() -> None:
-    # The operator's status writer rewrites only the nodes `take_moved()` names: a runtime
+    # The operator's status writer rewrites only the members `take_moved()` names: a runtime
     # that moved inside a deferred subtree must be named too, or its status stays stale.
     configs, eng = _contended_tree(lazy=True)
     names = sorted(c.name for c in configs)
@@ -244,7 +244,7 @@ def test_a_quota_admitted_into_a_deferred_subtree_is_reported_when_it_goes_over(
         reported.append([tree.settle() for tree in trees])
     lazy_tree, eager_tree = trees
     assert lazy_tree.deferrals > 0
-    q000 = eager_tree.node("q000")
+    q000 = eager_tree.member("q000")
     assert q000 is not None
     assert q000.used["x"] > q000.runtime["x"]
     assert "q000" in reported[-1][1]

@@ -14,12 +14,12 @@ def run(name: str) -> dict[str, Any]:
     return to_json(simulate([EXAMPLES / name]))
 
 
-def used(report: dict[str, Any], node: str, resource: str) -> str:
-    return str(report["nodes"][node]["used"][resource])
+def used(report: dict[str, Any], member: str, resource: str) -> str:
+    return str(report["nodes"][member]["used"][resource])
 
 
-def runtime(report: dict[str, Any], node: str, resource: str) -> str:
-    return str(report["nodes"][node]["runtime"][resource])
+def runtime(report: dict[str, Any], member: str, resource: str) -> str:
+    return str(report["nodes"][member]["runtime"][resource])
 
 
 def pod_states(report: dict[str, Any]) -> dict[str, str]:

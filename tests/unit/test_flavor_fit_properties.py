@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from quotree import flavor_fit
 from quotree.engine import Engine
 from quotree.flavor_spec import FlavorConfig
-from quotree.models import GPU_MEMORY, PREEMPTIBLE_LABEL, NodeConfig
+from quotree.models import GPU_MEMORY, PREEMPTIBLE_LABEL, MemberConfig
 from quotree.options import EngineOptions
 from quotree.podfacts import PodFacts
 from quotree.simulate import SimulatedEngine
@@ -37,7 +37,7 @@ MODELS = ("a", "b", "c")
 @dataclass
 class World:
     flavors: list[FlavorConfig]
-    configs: list[NodeConfig]
+    configs: list[MemberConfig]
     namespaces: list[str]
     capacity: dict[str, int]  # GPUs per flavor's node pool
     cpu: int
@@ -60,7 +60,7 @@ def _entry(draw: st.DrawFn, model: str, low: int) -> dict[str, Any]:
 @st.composite
 def _tree(
     draw: st.DrawFn, models: list[str], prefix: str, tree: str | None, memory: bool
-) -> tuple[list[NodeConfig], list[str]]:
+) -> tuple[list[MemberConfig], list[str]]:
     """Cohorts (each under the root or an earlier one) and quotas under any of them; a
     Cohort's mins are its children's plus some slack (rule 5), or, sometimes, below them
     (the Cohort is then invalid: its quotas wait)."""
@@ -296,17 +296,17 @@ def test_the_bound_is_above_every_runtime_the_moved_demand_gives(
     _run(eng, world, stream)
     tree = eng.tree
     for name in world.namespaces:
-        node = tree.node(name)
-        if node is None:
+        member = tree.member(name)
+        if member is None:
             continue
-        path = tree.path_up(node)
-        for resource in sorted(node.resources):
-            ancestors, runtime, guarantee = flavor_fit._path_bounds(node, path, resource)
+        path = tree.path_up(member)
+        for resource in sorted(member.resources):
+            ancestors, runtime, guarantee = flavor_fit._path_bounds(member, path, resource)
             tree.add_request(name, {resource: extra})
-            tree.node(name)  # settle
-            assert node.runtime[resource] <= runtime
-            assert node.guarantee[resource] <= guarantee
+            tree.member(name)  # settle
+            assert member.runtime[resource] <= runtime
+            assert member.guarantee[resource] <= guarantee
             for ancestor, bound in zip(path, ancestors, strict=True):
                 assert ancestor.runtime[resource] <= bound
             tree.add_request(name, {resource: -extra})
-            tree.node(name)
+            tree.member(name)

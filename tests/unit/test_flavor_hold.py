@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import FlavorConfig
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.options import EngineOptions
 from quotree.podfacts import PodFacts
 from tests.unit.builders import pod
@@ -33,7 +33,7 @@ def gpu_pod(
     return pod(namespace, name, {GPU: 1}, created=0.0, gated=gated, selector=selector)
 
 
-def engine(holds: bool, *configs: NodeConfig) -> Engine:
+def engine(holds: bool, *configs: MemberConfig) -> Engine:
     eng = Engine(reclaim_delay=30.0, options=EngineOptions(holds=holds))
     for flavor in (A100, H100):
         eng.set_flavor(flavor)
@@ -95,10 +95,10 @@ def test_a_gpu_the_quota_frees_on_another_flavor_goes_to_its_own_waiting_pod() -
     more_pods(eng)
     # team-b keeps it: its demand on h100 stays at its min, team-a's runtime there does
     # not grow, so team-a's waiting pod (looked at first, by name) is not let in on it.
-    node = eng.tree.node("team-b")
-    assert node is not None
+    member = eng.tree.member("team-b")
+    assert member is not None
     assert eng.holds.held("team-b") == {f"{GPU}@h100": 1}
-    assert node.demand[f"{GPU}@h100"] == 2
+    assert member.demand[f"{GPU}@h100"] == 2
     evicted = run(eng, 1.0, 40.0)
     assert evicted == []
     assert eng.pods["team-b/waiting"].state is PodState.ADMITTED
@@ -107,8 +107,8 @@ def test_a_gpu_the_quota_frees_on_another_flavor_goes_to_its_own_waiting_pod() -
     # Admitted, it is charged on h100 only; h100 is at team-b's min: nothing more to hold
     # for x-later, which waits on a100.
     assert eng.holds.held("team-b") == {}
-    assert node.demand[f"{GPU}@h100"] == 2
-    assert node.demand[f"{GPU}@a100"] == 3
+    assert member.demand[f"{GPU}@h100"] == 2
+    assert member.demand[f"{GPU}@a100"] == 3
 
 
 def test_the_old_rule_lends_the_freed_gpu_and_reclaims_it_30s_later() -> None:
@@ -228,13 +228,13 @@ def test_without_it_the_guarantee_is_lent_and_reclaimed_when_the_cpu_comes() -> 
 def test_the_hold_is_part_of_demand_and_a_full_recomputation_keeps_it() -> None:
     eng = full_cluster(True)
     eng.forget_pod("team-b/h100-0")
-    node = eng.tree.node("team-b")
-    assert node is not None
-    before = dict(node.demand), dict(node.runtime)
+    member = eng.tree.member("team-b")
+    assert member is not None
+    before = dict(member.demand), dict(member.runtime)
     eng.tree.recompute()
-    node = eng.tree.node("team-b")
-    assert node is not None
-    assert (dict(node.demand), dict(node.runtime)) == before
+    member = eng.tree.member("team-b")
+    assert member is not None
+    assert (dict(member.demand), dict(member.runtime)) == before
     assert eng.report("team-b").request[f"{GPU}@h100"] == 2
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import FlavorConfig
 from quotree.flavors import allowed_flavors, allows, charge
-from quotree.models import NodeConfig, parse_node
+from quotree.models import MemberConfig, parse_member
 from quotree.options import EngineOptions
 from quotree.podfacts import PodFacts
 from quotree.quantity import UNLIMITED
@@ -66,9 +66,9 @@ def test_charged_flavor_is_the_first_allowed_that_fits(
     limit = {m: min(UNLIMITED if maxes[m] is None else maxes[m], capacity[m]) for m in MODELS}
     eng.refresh()
     for i, (gpus, selector) in enumerate(pods):
-        node = eng.tree.node("team")
-        assert node is not None
-        used = {m: node.used[f"{GPU}@{m}"] for m in MODELS}
+        member = eng.tree.member("team")
+        assert member is not None
+        used = {m: member.used[f"{GPU}@{m}"] for m in MODELS}
         facts = gpu_pod("team", f"p{i}", gpus, selector, float(i))
         eng.observe_pod(facts)
         out = eng.decide(float(i))
@@ -83,20 +83,20 @@ def test_charged_flavor_is_the_first_allowed_that_fits(
             assert record.state is PodState.PENDING
             assert record.flavor == (allowed[0] if allowed else None)
     # Every admitted pod sits on a flavor its own selector allows, charged there only.
-    node = eng.tree.node("team")
-    assert node is not None
+    member = eng.tree.member("team")
+    assert member is not None
     for m in MODELS:
         on_m = [r for r in eng.pods.values() if r.state is PodState.ADMITTED and r.flavor == m]
-        assert node.used[f"{GPU}@{m}"] == sum(r.request[f"{GPU}@{m}"] for r in on_m)
-        assert node.used[f"{GPU}@{m}"] <= limit[m]
+        assert member.used[f"{GPU}@{m}"] == sum(r.request[f"{GPU}@{m}"] for r in on_m)
+        assert member.used[f"{GPU}@{m}"] <= limit[m]
         assert all(allows(FLAVORS[m], r.facts) for r in on_m)
 
 
 @st.composite
-def flavored_trees(draw: st.DrawFn) -> list[NodeConfig]:
+def flavored_trees(draw: st.DrawFn) -> list[MemberConfig]:
     n = draw(st.integers(1, 4))
     configs = [
-        parse_node(
+        parse_member(
             {
                 "kind": "Cohort",
                 "metadata": {"name": "org"},
@@ -126,7 +126,7 @@ def runtimes(eng: Engine) -> dict[tuple[str, str], tuple[int, int, int]]:
     eng.tree.settle()
     return {
         (n.name, r): (n.demand[r], n.runtime[r], n.used[r])
-        for n in eng.tree.live_nodes()
+        for n in eng.tree.live_members()
         for r in n.resources
     }
 
@@ -144,7 +144,7 @@ def runtimes(eng: Engine) -> dict[tuple[str, str], tuple[int, int, int]]:
     hold=st.booleans(),
 )
 def test_incremental_equals_full_recomputation_with_flavors(
-    configs: list[NodeConfig],
+    configs: list[MemberConfig],
     stream: list[tuple[int, int, tuple[Any, Any], int]],
     rnd: random.Random,
     simulated: bool,

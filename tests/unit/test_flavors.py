@@ -16,7 +16,7 @@ from quotree.capacity import cluster_capacity, flavor_matches
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import FlavorConfig, parse_flavor
 from quotree.flavors import allows, charge
-from quotree.models import FLAVOR_LABEL, ConfigError, NodeConfig, parse_node
+from quotree.models import FLAVOR_LABEL, ConfigError, MemberConfig, parse_member
 from quotree.podfacts import PodFacts
 from quotree.rules import check_apply, tree_problems
 from quotree.simulate import SimulatedEngine
@@ -57,7 +57,7 @@ def gpu_pod(
 
 
 def cluster(
-    *configs: NodeConfig,
+    *configs: MemberConfig,
     a100: int = 4,
     h100: int = 4,
     flavors: tuple[FlavorConfig, ...] = (A100, H100),
@@ -149,9 +149,9 @@ def test_first_flavor_until_its_quota_is_used_then_the_next() -> None:
         flavors.append(out.flavors[f"team/p{i}"][0] if out.flavors else None)
     # a100's max is 2; then h100 (min 2, its capacity 4 lets it borrow up to 4).
     assert flavors == ["a100", "a100", "h100", "h100", "h100"]
-    node = eng.tree.node("team")
-    assert node is not None
-    assert (node.used[f"{GPU}@a100"], node.used[f"{GPU}@h100"]) == (2, 3)
+    member = eng.tree.member("team")
+    assert member is not None
+    assert (member.used[f"{GPU}@a100"], member.used[f"{GPU}@h100"]) == (2, 3)
 
 
 def test_admission_reports_the_flavor_and_its_node_labels() -> None:
@@ -288,10 +288,10 @@ def test_waits_on_the_first_allowed_flavor_when_none_would_fit() -> None:
     assert out.pending["team/p"].startswith(
         "does not fit in ElasticQuota team: nvidia.com/gpu@a100"
     )
-    node = eng.tree.node("team")
-    assert node is not None
+    member = eng.tree.member("team")
+    assert member is not None
     # Its demand counts on a100 only (capped by a100's max), none on h100.
-    assert (node.demand[f"{GPU}@a100"], node.demand[f"{GPU}@h100"]) == (1, 0)
+    assert (member.demand[f"{GPU}@a100"], member.demand[f"{GPU}@h100"]) == (1, 0)
 
 
 def test_preemption_within_the_flavor_it_waits_on() -> None:
@@ -440,9 +440,9 @@ def test_maintenance_mode_admits_and_evicts_nothing_but_accounts() -> None:
 
 
 def test_maintenance_annotation_on_a_top_level_cohort_covers_its_subtree() -> None:
-    def org(on: bool) -> NodeConfig:
+    def org(on: bool) -> MemberConfig:
         annotations = {"quotree.io/maintenance": "true"} if on else {}
-        return parse_node(
+        return parse_member(
             {"kind": "Cohort", "metadata": {"name": "org", "annotations": annotations}}
         )
 

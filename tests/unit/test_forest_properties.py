@@ -18,7 +18,7 @@ from test_properties import RESOURCES, Scenario, scenarios
 
 from quotree import admission
 from quotree.engine import Engine
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
 from quotree.runtime import QuotaTree
@@ -31,7 +31,7 @@ FOREST = settings(max_examples=150, deadline=None, suppress_health_check=[Health
 @dataclass
 class Forest:
     org: Scenario  # the default tree and the pods
-    projects: list[NodeConfig]  # the project tree: names start with "p"
+    projects: list[MemberConfig]  # the project tree: names start with "p"
 
 
 @st.composite
@@ -80,11 +80,11 @@ def facts(i: int, namespace: str, request: dict[str, int], priority: int, np: bo
 
 def fits(tree: QuotaTree, quota: str, request: dict[str, int]) -> bool:
     """used + request <= runtime at the quota and every ancestor up to the root."""
-    node = tree.node(quota)
-    if node is None:
+    member = tree.member(quota)
+    if member is None:
         return False
-    for walk in (node, *tree.path_up(node)):
-        for r in node.resources:
+    for walk in (member, *tree.path_up(member)):
+        for r in member.resources:
             if request.get(r, 0) and walk.used[r] + request[r] > walk.runtime[r]:
                 return False
     return True
@@ -125,13 +125,13 @@ def admitted_alone(eng: Engine, forest: Forest, trees: str, candidate: PodRecord
     if mine.quota is None:
         return True  # that tree does not charge it at all
     tree = alone.tree_of(mine.quota)
-    node = tree.node(mine.quota)
-    assert node is not None
+    member = tree.member(mine.quota)
+    assert member is not None
     pods = alone.ledger.quota_pods[mine.quota]
     return not (
-        admission.shortfall(node, mine)
-        or admission.non_preemptible_shortfall(node, pods, mine)
-        or admission.ancestor_shortfall(tree.path_up(node), node, mine)
+        admission.shortfall(member, mine)
+        or admission.non_preemptible_shortfall(member, pods, mine)
+        or admission.ancestor_shortfall(tree.path_up(member), member, mine)
     )
 
 
@@ -154,15 +154,15 @@ def test_a_pod_admitted_in_a_forest_fits_in_every_tree_and_in_each_tree_alone(
         # each quota's used, in every tree, is what the admitted pods charged to it request
         for tree in eng.trees.values():
             tree.settle()
-            for node in tree.live_nodes():
-                if node.is_quota:
+            for member in tree.live_members():
+                if member.is_quota:
                     charged = [
                         r
                         for r in eng.pods.values()
-                        if r.state is PodState.ADMITTED and node.name in (r.quota, *r.also)
+                        if r.state is PodState.ADMITTED and member.name in (r.quota, *r.also)
                     ]
-                    for res in node.resources:
-                        assert node.used[res] == sum(r.request.get(res, 0) for r in charged)
+                    for res in member.resources:
+                        assert member.used[res] == sum(r.request.get(res, 0) for r in charged)
 
 
 @FOREST
@@ -172,7 +172,7 @@ def test_a_tree_that_limits_nothing_changes_nothing(forest: Forest) -> None:
     limits none): every pod is charged there too, and the forest takes the same
     decisions, with the same words, as the organisation tree alone."""
     namespaces = tuple(c.name for c in forest.org.configs if c.is_leaf)
-    wide = NodeConfig(
+    wide = MemberConfig(
         kind="ElasticQuota",
         name="pall",
         namespace="pns-all",
@@ -211,9 +211,9 @@ def test_incremental_equals_full_recomputation_in_every_tree(
             eng.decide(float(i))
     for tree in eng.trees.values():
         tree.settle()
-        nodes = [tree.root, *tree.live_nodes()]
-        before = {(n.name, r): (n.runtime[r], n.used[r]) for n in nodes for r in n.resources}
+        members = [tree.root, *tree.live_members()]
+        before = {(n.name, r): (n.runtime[r], n.used[r]) for n in members for r in n.resources}
         tree.recompute()
-        nodes = [tree.root, *tree.live_nodes()]
-        after = {(n.name, r): (n.runtime[r], n.used[r]) for n in nodes for r in n.resources}
+        members = [tree.root, *tree.live_members()]
+        after = {(n.name, r): (n.runtime[r], n.used[r]) for n in members for r in n.resources}
         assert after == before

@@ -7,7 +7,7 @@ import pytest
 from builders import arrive, cohort, engine, pod, quota, states
 
 from quotree.engine import PodState
-from quotree.models import DEFAULT_TREE, NodeConfig, parse_node, quota_label
+from quotree.models import DEFAULT_TREE, MemberConfig, parse_member, quota_label
 from quotree.rules import check_apply_forest
 from quotree.runtime import ROOT
 from quotree.simulate import SimulationError, simulate_documents
@@ -15,7 +15,7 @@ from quotree.simulate import SimulationError, simulate_documents
 P = "projects"
 
 
-def org_and_projects(**kwargs: object) -> list[NodeConfig]:
+def org_and_projects(**kwargs: object) -> list[MemberConfig]:
     """team-a and team-b under engineering (default tree); proj-x over both namespaces
     and proj-y over team-b in the tree `projects`."""
     return [
@@ -227,8 +227,8 @@ def test_the_engine_keeps_the_first_of_two_objects_sharing_a_name_across_trees()
     assert eng.resolve("b", {}).charges == ((P, "dup"),)
 
 
-def forest_configs(*configs: NodeConfig) -> dict[str, dict[str, NodeConfig]]:
-    out: dict[str, dict[str, NodeConfig]] = {}
+def forest_configs(*configs: MemberConfig) -> dict[str, dict[str, MemberConfig]]:
+    out: dict[str, dict[str, MemberConfig]] = {}
     for config in configs:
         out.setdefault(config.tree, {})[config.name] = config
     return out
@@ -283,11 +283,11 @@ def test_tree_names_are_checked() -> None:
         "spec": {"tree": "Not_A_Label"},
     }
     with pytest.raises(ValueError, match=r"^Cohort c: spec\.tree: 'Not_A_Label' is not a valid"):
-        parse_node(obj)
+        parse_member(obj)
     obj["spec"] = {"tree": "projects"}
-    assert parse_node(obj).tree == "projects"
+    assert parse_member(obj).tree == "projects"
     obj["spec"] = {}
-    assert parse_node(obj).tree == DEFAULT_TREE
+    assert parse_member(obj).tree == DEFAULT_TREE
 
 
 def test_the_simulator_refuses_a_parent_in_another_tree() -> None:
@@ -413,9 +413,9 @@ def test_a_flavored_pod_in_a_forest_fits_its_flavor_and_the_project_names_the_sa
     # Incremental equals full recomputation in both trees after the moves.
     for tree in sim.engine.trees.values():
         tree.settle()
-        before = {n.name: dict(n.runtime) for n in tree.live_nodes()}
+        before = {n.name: dict(n.runtime) for n in tree.live_members()}
         tree.recompute()
-        assert {n.name: dict(n.runtime) for n in tree.live_nodes()} == before
+        assert {n.name: dict(n.runtime) for n in tree.live_members()} == before
 
 
 def test_a_pod_whose_project_has_room_is_not_sent_where_a_blocked_pod_waits() -> None:

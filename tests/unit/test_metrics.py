@@ -216,8 +216,8 @@ def test_pod_groups_per_quota_in_the_metrics_and_the_page(tmp_path: Path) -> Non
     where = {"node": "team-g", "namespace": "ns-g"}
     assert scraped[("quotree_pod_groups", _labels(**where, state="admitted"))] == 1
     assert scraped[("quotree_pod_groups", _labels(**where, state="pending"))] == 1
-    node = {n["name"]: n for n in tree_json(sim.engine)["nodes"]}["team-g"]
-    assert (node["admittedGroups"], node["pendingGroups"]) == (1, 1)
+    member = {n["name"]: n for n in tree_json(sim.engine)["nodes"]}["team-g"]
+    assert (member["admittedGroups"], member["pendingGroups"]) == (1, 1)
 
 
 def test_reclaim_overdue_counts_a_pod_waiting_for_lent_quota_past_the_delay() -> None:
@@ -261,9 +261,9 @@ def test_the_page_marks_a_pod_overdue_for_lent_quota_not_a_quota_above_its_runti
     eng.decide(0.0)
     eng.observe_pod(pod("team-x", "small", {gpu: 1}))
     eng.decide(0.0)  # the engine's clock starts at 0: the page's now is far past it
-    nodes = {n["name"]: n for n in tree_json(eng)["nodes"]}
-    assert nodes["batch"]["used"] == {gpu: "8"}  # above its runtime of 7, nobody's business
-    assert nodes["batch"]["reclaimOverdue"] == 0.0
-    assert nodes["team-x"]["reclaimOverdue"] > 0
+    members = {n["name"]: n for n in tree_json(eng)["nodes"]}
+    assert members["batch"]["used"] == {gpu: "8"}  # above its runtime of 7, nobody's business
+    assert members["batch"]["reclaimOverdue"] == 0.0
+    assert members["team-x"]["reclaimOverdue"] > 0
     assert "used above" in PAGE
     assert "used over" not in PAGE

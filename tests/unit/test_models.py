@@ -4,14 +4,14 @@ from typing import Any
 
 import pytest
 
-from quotree.models import ConfigError, parse_node
+from quotree.models import ConfigError, parse_member
 from quotree.podfacts import effective_request, pod_facts
 from quotree.quantity import UNLIMITED
 from tests.unit.objects import quota
 
 
 def test_parse_elastic_quota_all_fields() -> None:
-    config = parse_node(
+    config = parse_member(
         quota(
             "team-a",
             "team-a",
@@ -42,7 +42,7 @@ def test_parse_elastic_quota_all_fields() -> None:
 
 
 def test_capacity_scheduling_yaml_is_accepted() -> None:
-    config = parse_node(quota("team-a", "team-a", **{"min": {"cpu": 4}, "max": {"cpu": 6}}))
+    config = parse_member(quota("team-a", "team-a", **{"min": {"cpu": 4}, "max": {"cpu": 6}}))
     assert config.min == {"cpu": 4000}
     assert config.preempt_within_quota is True
     assert config.max["cpu"] < UNLIMITED
@@ -63,7 +63,7 @@ def test_capacity_scheduling_yaml_is_accepted() -> None:
 )
 def test_parse_errors_are_one_line_and_name_the_field(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        parse_node(quota("team-a", "team-a", **spec))
+        parse_member(quota("team-a", "team-a", **spec))
     text = str(caught.value)
     assert message in text
     assert "\n" not in text
@@ -71,11 +71,11 @@ def test_parse_errors_are_one_line_and_name_the_field(spec: dict[str, Any], mess
 
 def test_parse_errors_for_the_object_itself() -> None:
     with pytest.raises(ConfigError, match="kind must be Cohort or ElasticQuota"):
-        parse_node({"kind": "Deployment", "metadata": {"name": "x"}})
+        parse_member({"kind": "Deployment", "metadata": {"name": "x"}})
     with pytest.raises(ConfigError, match=r"needs metadata\.namespace"):
-        parse_node({"kind": "ElasticQuota", "metadata": {"name": "x"}, "spec": {}})
+        parse_member({"kind": "ElasticQuota", "metadata": {"name": "x"}, "spec": {}})
     with pytest.raises(ConfigError, match=r"spec\.namespaces"):
-        parse_node({"kind": "Cohort", "metadata": {"name": "x"}, "spec": {"namespaces": ["a"]}})
+        parse_member({"kind": "Cohort", "metadata": {"name": "x"}, "spec": {"namespaces": ["a"]}})
 
 
 def container(**requests: str) -> dict[str, Any]:

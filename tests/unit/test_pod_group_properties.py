@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from quotree.engine import Engine, PodState
 from quotree.groups import GroupSpec
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.podfacts import PodFacts
 from tests.unit.test_properties import PROPERTY, Scenario, runtime_map, scenarios, used_map
 
@@ -119,7 +119,7 @@ def test_incremental_equals_full_recomputation_with_groups(
 @st.composite
 def contested(
     draw: st.DrawFn,
-) -> tuple[list[NodeConfig], int, list[list[PodFacts]], list[PodFacts]]:
+) -> tuple[list[MemberConfig], int, list[list[PodFacts]], list[PodFacts]]:
     """A tree with no room to spare: low-priority groups (of quota b) fill the whole
     capacity, then a unit of quota a (a group or a pod) comes that needs some of it back.
     Either in one quota (a is b: in-quota preemption, the newcomer of higher priority), or
@@ -165,7 +165,7 @@ def member_pod(
 @PROPERTY
 @given(contested())
 def test_groups_are_evicted_whole_when_room_is_taken_back(
-    case: tuple[list[NodeConfig], int, list[list[PodFacts]], list[PodFacts]],
+    case: tuple[list[MemberConfig], int, list[list[PodFacts]], list[PodFacts]],
 ) -> None:
     configs, total, groups, newcomer = case
     eng = engine(*configs, capacity={"x": total}, instant_evictions=False)

@@ -13,11 +13,11 @@ from builders import cohort, engine, pod, quota
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.admission import IN_QUOTA, OVER_QUOTA
 from quotree.engine import Engine
 from quotree.eviction import EXACT_SEARCH_LIMIT, fewest_victims, over_runtime
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.options import EngineOptions
 from quotree.pods import PodRecord, PodState
 from quotree.runtime import ROOT
@@ -29,7 +29,7 @@ PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 
 @dataclass
 class Scenario:
-    configs: list[NodeConfig]
+    configs: list[MemberConfig]
     capacity: dict[str, int]
     pods: list[tuple[str, dict[str, int], int, bool]]  # quota, request, priority, preemptible
 
@@ -90,7 +90,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(configs, capacity, pods)
 
 
-def build(scenario: Scenario, order: list[NodeConfig] | None = None) -> Engine:
+def build(scenario: Scenario, order: list[MemberConfig] | None = None) -> Engine:
     return engine(*(order or scenario.configs), capacity=scenario.capacity)
 
 
@@ -102,21 +102,21 @@ def arrive_all(eng: Engine, scenario: Scenario) -> None:
         eng.decide(float(i))
 
 
-def parents_of(eng: Engine) -> list[TreeNode]:
-    return [eng.tree.root, *(n for n in eng.tree.live_nodes() if not n.is_quota)]
+def parents_of(eng: Engine) -> list[TreeMember]:
+    return [eng.tree.root, *(n for n in eng.tree.live_members() if not n.is_quota)]
 
 
 def runtime_map(eng: Engine) -> dict[tuple[str, str], int]:
     eng.tree.settle()
     eng.refresh()
-    return {(n.name, r): n.runtime[r] for n in eng.tree.live_nodes() for r in n.resources}
+    return {(n.name, r): n.runtime[r] for n in eng.tree.live_members() for r in n.resources}
 
 
 def used_map(eng: Engine) -> dict[tuple[str, str], int]:
     eng.tree.settle()
     eng.refresh()
-    nodes = [eng.tree.root, *eng.tree.live_nodes()]
-    return {(n.name, r): n.used[r] for n in nodes for r in n.resources}
+    members = [eng.tree.root, *eng.tree.live_members()]
+    return {(n.name, r): n.used[r] for n in members for r in n.resources}
 
 
 @PROPERTY
@@ -141,15 +141,15 @@ def test_runtime_bounds_guarantees_weight_zero_and_lending_floors(scenario: Scen
     eng = build(scenario)
     arrive_all(eng, scenario)
     eng.refresh()
-    for node in eng.tree.live_nodes():
-        for r in node.resources:
-            runtime, demand = node.runtime[r], node.demand[r]
-            assert runtime <= demand <= node.cap[r]
-            assert runtime >= min(demand, node.guarantee[r])
-            if node.weight[r] == 0:
-                assert runtime == min(demand, node.guarantee[r])
-            assert demand >= min(node.floor[r], node.cap[r])
-            assert runtime >= min(node.floor[r], node.guarantee[r])
+    for member in eng.tree.live_members():
+        for r in member.resources:
+            runtime, demand = member.runtime[r], member.demand[r]
+            assert runtime <= demand <= member.cap[r]
+            assert runtime >= min(demand, member.guarantee[r])
+            if member.weight[r] == 0:
+                assert runtime == min(demand, member.guarantee[r])
+            assert demand >= min(member.floor[r], member.cap[r])
+            assert runtime >= min(member.floor[r], member.guarantee[r])
 
 
 def overcommitted(eng: Engine, resource: str) -> bool:
@@ -179,10 +179,10 @@ def test_admitted_usage_within_runtime_and_non_preemptible_within_min(scenario: 
                 continue  # reclaimed later in the same call, carried out at once: it holds nothing
             assert record.quota is not None
             eng.tree.refresh(record.quota)
-            node = eng.tree.node(record.quota)
-            assert node is not None
-            for above in (node, *eng.tree.path_up(node)):
-                for r in node.resources:
+            member = eng.tree.member(record.quota)
+            assert member is not None
+            for above in (member, *eng.tree.path_up(member)):
+                for r in member.resources:
                     if record.request.get(r, 0) and not overcommitted(eng, r):
                         assert above.used[r] <= above.runtime[r], (key, above.name, r)
     for record in eng.pods.values():
@@ -191,11 +191,11 @@ def test_admitted_usage_within_runtime_and_non_preemptible_within_min(scenario: 
                 key = (record.quota, r)
                 np_used[key] = np_used.get(key, 0) + amount
     eng.refresh()
-    for node in eng.tree.live_nodes():
-        for r in node.resources:
-            assert node.used[r] <= node.cap[r], (node.name, r)
-            if node.is_quota and not overcommitted(eng, r):
-                assert np_used.get((node.name, r), 0) <= node.guarantee[r], (node.name, r)
+    for member in eng.tree.live_members():
+        for r in member.resources:
+            assert member.used[r] <= member.cap[r], (member.name, r)
+            if member.is_quota and not overcommitted(eng, r):
+                assert np_used.get((member.name, r), 0) <= member.guarantee[r], (member.name, r)
 
 
 @PROPERTY
@@ -242,12 +242,12 @@ def sum_bases(eng: Engine) -> dict[tuple[str, str], tuple[int, int]]:
     """Per parent and resource: its kept `sum_base`, and the sum counted from its children."""
     out = {}
     eng.refresh()
-    for node in (eng.tree.root, *eng.tree.live_nodes()):
-        if node.is_quota:
+    for member in (eng.tree.root, *eng.tree.live_members()):
+        if member.is_quota:
             continue
-        for resource, children in node.children_in.items():
+        for resource, children in member.children_in.items():
             counted = sum(min(c.demand[resource], c.guarantee[resource]) for c in children)
-            out[(node.name, resource)] = (node.sum_base.get(resource, -1), counted)
+            out[(member.name, resource)] = (member.sum_base.get(resource, -1), counted)
     return out
 
 
@@ -262,10 +262,10 @@ class LabelWatch(SimulatedEngine):
     def _gone(self, record: PodRecord, kind: str, reason: str) -> None:
         if kind == "Reclaimed" and record.standing == IN_QUOTA and record.quota:
             self.tree.refresh(record.quota)
-            node = self.tree.node(record.quota)
-            assert node is not None
+            member = self.tree.member(record.quota)
+            assert member is not None
             pods = self.ledger.quota_pods[record.quota]
-            over = over_runtime(node, pods)  # what is still over, this victim not yet gone
+            over = over_runtime(member, pods)  # what is still over, this victim not yet gone
             for other in pods.admitted.values():
                 if (
                     other is not record
@@ -343,12 +343,12 @@ def admitted_below(eng: Engine) -> dict[str, dict[str, int]]:
         if record.state != "admitted" or record.quota is None:
             continue
         eng.tree.refresh(record.quota)
-        node = eng.tree.node(record.quota)
-        if node is None:
+        member = eng.tree.member(record.quota)
+        if member is None:
             continue
-        for above in [*eng.tree.ancestors(node), eng.tree.root]:
+        for above in [*eng.tree.ancestors(member), eng.tree.root]:
             sums = totals.setdefault(above.name, {})
-            for r in node.resources:
+            for r in member.resources:
                 sums[r] = sums.get(r, 0) + record.request.get(r, 0)
     return totals
 
@@ -431,17 +431,17 @@ def test_no_ancestor_is_pushed_over_its_runtime_in_operator_mode(
         for key, _ in decisions.admitted:
             record = eng.pods[key]
             eng.tree.refresh(record.quota or "")
-            node = eng.tree.node(record.quota or "")
-            assert node is not None
+            member = eng.tree.member(record.quota or "")
+            assert member is not None
             admitted_under |= {
                 (a.name, r)
-                for a in [*eng.tree.ancestors(node), eng.tree.root]
-                for r in node.resources
+                for a in [*eng.tree.ancestors(member), eng.tree.root]
+                for r in member.resources
                 if record.request.get(r, 0) > 0
             }
         after = admitted_below(eng)
         eng.refresh()
-        runtimes = {n.name: n.runtime for n in [eng.tree.root, *eng.tree.live_nodes()]}
+        runtimes = {n.name: n.runtime for n in [eng.tree.root, *eng.tree.live_members()]}
         for name, sums in after.items():
             for r, used in sums.items():
                 runtime = runtimes[name][r]
@@ -520,7 +520,7 @@ def test_any_sequence_of_changes_equals_building_the_survivors_afresh(
     the problems and the runtimes are those of the surviving objects applied afresh, and
     deleting one object of a shared name never removes the other."""
     eng = engine(capacity={"x": 20})
-    alive: dict[tuple[str, str, str | None], NodeConfig] = {}
+    alive: dict[tuple[str, str, str | None], MemberConfig] = {}
     for apply, name, kind, namespace, parent, low in ops:
         ns = namespace if kind == "ElasticQuota" else None
         if apply:
@@ -643,7 +643,7 @@ def test_grown_quotas_are_the_ones_whose_runtime_or_guarantee_went_up(
         eng.refresh()
         return {
             n.name: (dict(n.runtime), dict(n.guarantee))
-            for n in eng.tree.live_nodes()
+            for n in eng.tree.live_members()
             if n.is_quota
         }
 
@@ -733,7 +733,7 @@ tree_events = st.lists(
         st.sampled_from(["arrive"] * 6 + ["leave", "admit", "release", "capacity"]),
         st.integers(0, 1000),
         st.fixed_dictionaries({r: st.integers(0, 3) for r in RESOURCES}),
-        st.booleans(),  # read a random node afterwards (brings its subtree up to date)
+        st.booleans(),  # read a random member afterwards (brings its subtree up to date)
     ),
     min_size=20,
     max_size=80,
@@ -749,7 +749,7 @@ def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
     from the lazy one equals the eager one's. The lazy one reports no change the eager one
     does not; what it leaves out are quotas under a deferred subtree whose runtimes only
     went down, that are not over their runtime in a resource whose runtime went down, and
-    where no node around gained room (the quotas the decider's shortcut skips; a quota over
+    where no member around gained room (the quotas the decider's shortcut skips; a quota over
     its runtime in a resource that did not move was over before, and the decider looks at
     it for that); and every quota whose runtime or guarantee went up is in its
     `grown_quotas`."""
@@ -757,11 +757,11 @@ def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
     lazy, eager = lazy_eng.tree, eager_eng.tree
     lazy.set_lazy(True)
     lazy.settle(), eager.settle()
-    quotas = sorted(n.name for n in eager.live_nodes() if n.is_quota)
-    names = sorted(n.name for n in eager.live_nodes())
+    quotas = sorted(n.name for n in eager.live_members() if n.is_quota)
+    names = sorted(n.name for n in eager.live_members())
     requests: dict[str, list[dict[str, int]]] = {q: [] for q in quotas}
     held: dict[str, list[dict[str, int]]] = {q: [] for q in quotas}
-    before = {(n.name, r): n.runtime[r] for n in eager.live_nodes() for r in n.resources}
+    before = {(n.name, r): n.runtime[r] for n in eager.live_members() for r in n.resources}
     arrivals = 0
     for kind, draw, request, read in stream:
         if not quotas:
@@ -791,29 +791,29 @@ def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
         elif kind == "release" and held[q]:
             held[q].pop()
         lazy_changed, eager_changed = lazy.settle(), eager.settle()
-        after = {(n.name, r): n.runtime[r] for n in eager.live_nodes() for r in n.resources}
+        after = {(n.name, r): n.runtime[r] for n in eager.live_members() for r in n.resources}
         assert lazy_changed <= eager_changed
         near = eager.grown_quotas
         for name in eager_changed - lazy_changed:
-            node = eager.node(name)
-            assert node is not None
-            path = [a.name for a in eager.path_up(node)]
+            member = eager.member(name)
+            assert member is not None
+            path = [a.name for a in eager.path_up(member)]
             assert not near & {name, *path}, name  # the decider would look at it
-            for r in node.resources:
+            for r in member.resources:
                 assert after[(name, r)] <= before[(name, r)], (name, r)
                 if after[(name, r)] < before[(name, r)]:
                     # Over its runtime in a resource whose runtime did not move: it was
                     # over before this event, and the decider still looks at it for that.
-                    assert node.used[r] <= node.runtime[r], (name, r)
+                    assert member.used[r] <= member.runtime[r], (name, r)
         assert eager.grown_quotas & set(quotas) <= lazy.grown_quotas
         if read:
             name = names[draw % len(names)]
             lazy.refresh(name)
-            node = lazy.node(name)
-            assert node is not None
-            assert {r: node.runtime[r] for r in node.resources} == {
-                r: after[(name, r)] for r in node.resources
+            member = lazy.member(name)
+            assert member is not None
+            assert {r: member.runtime[r] for r in member.resources} == {
+                r: after[(name, r)] for r in member.resources
             }
         before = after
     lazy.refresh(ROOT)
-    assert {(n.name, r): n.runtime[r] for n in lazy.live_nodes() for r in n.resources} == before
+    assert {(n.name, r): n.runtime[r] for n in lazy.live_members() for r in n.resources} == before

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from builders import arrive, cohort, engine, pod, quota, states
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.engine import Engine
 from quotree.pods import PodState
 from quotree.reclaim import borrowing_pays
@@ -202,7 +202,7 @@ def test_before_the_delay_a_pod_says_reclaim_would_not_pay_rather_than_when() ->
 def test_the_weighted_rule_reads_a_side_without_the_resource_as_borrowing_what_it_uses() -> None:
     # Where the two sides meet, one of them may take no part in the resource the unit is
     # short of (no min, max or use of it): it has no account of it, and borrows nothing.
-    mine, theirs = TreeNode("mine", None, 1), TreeNode("theirs", None, 1)
+    mine, theirs = TreeMember("mine", None, 1), TreeMember("theirs", None, 1)
     mine.used, mine.guarantee, mine.weight = {"x": 2}, {"x": 1}, {"x": 1}
     pays, mine_borrows, theirs_borrows = borrowing_pays(mine, theirs, "x", admitted=1, freed={})
     assert (pays, mine_borrows, theirs_borrows) == (False, 2, 0)

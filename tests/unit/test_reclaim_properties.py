@@ -20,11 +20,11 @@ from test_pod_group_properties import grouped
 from test_properties import PROPERTY, RESOURCES, Scenario, overcommitted, scenarios
 
 from quotree import planner
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.decisions import Decisions
 from quotree.engine import Engine
 from quotree.gang_admission import GangAdmission
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree.options import EngineOptions
 from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState, QuotaPods
@@ -96,28 +96,28 @@ def test_every_eviction_is_followed_by_the_admission_of_the_unit_it_was_for(
             assert set(claims) <= admitted, (claims, eng.pods[next(iter(claims))].reason)
 
 
-def home(tree: QuotaTree, record: PodRecord) -> TreeNode:
+def home(tree: QuotaTree, record: PodRecord) -> TreeMember:
     """The pod's quota in `tree`."""
     for name in (record.quota, *record.also):
         tree.refresh(name or None)
-        node = tree.node(name) if name else None
-        if node is not None and node.is_quota:
-            return node
+        member = tree.member(name) if name else None
+        if member is not None and member.is_quota:
+            return member
     raise AssertionError(f"{record.key} has no quota in this tree")
 
 
-def borrows(node: TreeNode, resource: str, delta: int) -> int:
-    return node.used[resource] + delta - node.guarantee.get(resource, 0)
+def borrows(member: TreeMember, resource: str, delta: int) -> int:
+    return member.used[resource] + delta - member.guarantee.get(resource, 0)
 
 
-def sides(tree: QuotaTree, mine: TreeNode, theirs: TreeNode) -> tuple[TreeNode, TreeNode]:
-    """The children of the lowest common node above both (computed here from the names)."""
+def sides(tree: QuotaTree, mine: TreeMember, theirs: TreeMember) -> tuple[TreeMember, TreeMember]:
+    """The children of the lowest common member above both (computed here from the names)."""
     up_mine = [mine, *tree.path_up(mine)]
     up_theirs = [theirs, *tree.path_up(theirs)]
     names = [n.name for n in up_theirs]
-    for i, node in enumerate(up_mine):
-        if node.name in names and i > 0:
-            return up_mine[i - 1], up_theirs[names.index(node.name) - 1]
+    for i, member in enumerate(up_mine):
+        if member.name in names and i > 0:
+            return up_mine[i - 1], up_theirs[names.index(member.name) - 1]
     raise AssertionError("no common ancestor")
 
 
@@ -129,9 +129,9 @@ def weighted_checker(broken: list[str]) -> Callable[..., tuple[list[PodRecord], 
     def checked(
         tree: QuotaTree,
         unit: PodRecord,
-        quota: TreeNode,
+        quota: TreeMember,
         short: Mapping[str, int],
-        lenders: Iterable[tuple[TreeNode, QuotaPods]],
+        lenders: Iterable[tuple[TreeMember, QuotaPods]],
         **kwargs: Any,
     ) -> tuple[list[PodRecord], Refusal | None]:
         victims, refusal = reclaim_choice(tree, unit, quota, short, lenders, **kwargs)
@@ -250,14 +250,14 @@ def test_a_quota_asking_within_its_guarantee_is_admitted_after_the_delay(
         carry_out(eng, [e.pod for e in decisions.evictions])
     eng.tree.settle()
     eng.tree.refresh(target)
-    node = eng.tree.node(target)
-    assume(node is not None)
-    assert node is not None
+    member = eng.tree.member(target)
+    assume(member is not None)
+    assert member is not None
     assume(not any(overcommitted(eng, r) for r in RESOURCES))
     request = {
-        r: data.draw(st.integers(0, node.guarantee.get(r, 0)))
+        r: data.draw(st.integers(0, member.guarantee.get(r, 0)))
         for r in RESOURCES
-        if r in node.resources
+        if r in member.resources
     }
     assume(any(request.values()))
     eng.observe_pod(pod(target, "mine", request, created=1000))
@@ -275,8 +275,8 @@ def test_a_quota_asking_within_its_guarantee_is_admitted_after_the_delay(
 @st.composite
 def flavored_stories(
     draw: st.DrawFn,
-) -> tuple[list[NodeConfig], dict[str, int], list[tuple[int, int, Any, int]]]:
-    """Flavored trees (`test_flavor_properties.flavored_trees`), each flavor's nodes holding
+) -> tuple[list[MemberConfig], dict[str, int], list[tuple[int, int, Any, int]]]:
+    """Flavored trees (`test_flavor_properties.flavored_trees`), each flavor's members holding
     just about the Cohort's min of it, and GPU pods (quota, GPUs, selector, priority)
     arriving quota by quota, so the first quotas borrow what the later ones then want."""
     configs = draw(flavored_trees())
@@ -296,7 +296,7 @@ def flavored_stories(
 @PROPERTY
 @given(flavored_stories(), st.booleans())
 def test_every_eviction_is_followed_by_the_admission_of_the_unit_it_was_for_with_flavors(
-    story: tuple[list[NodeConfig], dict[str, int], list[tuple[int, int, Any, int]]],
+    story: tuple[list[MemberConfig], dict[str, int], list[tuple[int, int, Any, int]]],
     holds: bool,
 ) -> None:
     """(a) with flavors: the unit the evictions were for is admitted once they are gone, on

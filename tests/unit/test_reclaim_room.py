@@ -15,7 +15,7 @@ from test_flavor_properties import FLAVORS, GPU, MODELS, gpu_pod
 from test_pod_groups import gang
 
 from quotree.engine import Engine, PodState
-from quotree.models import parse_node
+from quotree.models import parse_member
 
 
 def flavored(capacity: dict[str, int], *quotas: Any) -> Engine:
@@ -25,7 +25,7 @@ def flavored(capacity: dict[str, int], *quotas: Any) -> Engine:
     for flavor in FLAVORS.values():
         eng.set_flavor(flavor)
     org = {"name": "org"}, {"flavors": [{"name": m, "min": {GPU: "16"}} for m in MODELS]}
-    eng.set_config(parse_node({"kind": "Cohort", "metadata": org[0], "spec": org[1]}))
+    eng.set_config(parse_member({"kind": "Cohort", "metadata": org[0], "spec": org[1]}))
     for name, parent, entries, *weight in quotas:
         flavors = [{"name": m, "min": {GPU: str(n)}} for m, n in entries]
         for entry in flavors[: len(weight)]:

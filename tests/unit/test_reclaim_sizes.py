@@ -9,7 +9,7 @@ from builders import arrive, engine, pod, quota, states
 
 from quotree.engine import Engine
 from quotree.flavor_spec import FlavorConfig
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 
 GPU = "nvidia.com/gpu"
 
@@ -70,7 +70,7 @@ def test_standing_still_comes_before_size() -> None:
     assert reclaimed(eng) == ["batch/s6", "batch/s7"]
 
 
-def two_flavors(*configs: NodeConfig) -> Engine:
+def two_flavors(*configs: MemberConfig) -> Engine:
     """GPU flavors a and b, 8 GPUs each."""
     eng = engine(*configs, capacity={})
     for flavor in "ab":
@@ -79,8 +79,8 @@ def two_flavors(*configs: NodeConfig) -> Engine:
     return eng
 
 
-def flavored(name: str, min_each: int) -> NodeConfig:
-    return NodeConfig(
+def flavored(name: str, min_each: int) -> MemberConfig:
+    return MemberConfig(
         kind="ElasticQuota", name=name, namespace=name,
         min={f"{GPU}@a": min_each, f"{GPU}@b": min_each},
         max={f"{GPU}@a": 8, f"{GPU}@b": 8},

@@ -6,13 +6,13 @@ from collections.abc import Iterable
 import pytest
 from builders import cohort, quota
 
-from quotree.models import NodeConfig, parse_node
+from quotree.models import MemberConfig, parse_member
 from quotree.rules import check_apply, check_delete
 from quotree.runtime import QuotaTree
 from quotree.structure import Structure
 
 
-def tree(*configs: NodeConfig) -> dict[str, NodeConfig]:
+def tree(*configs: MemberConfig) -> dict[str, MemberConfig]:
     return {c.name: c for c in configs}
 
 
@@ -20,8 +20,8 @@ def cpu(n: int) -> dict[str, int]:
     return {"cpu": n * 1000}
 
 
-def apply_all(configs: Iterable[NodeConfig]) -> dict[str, NodeConfig]:
-    current: dict[str, NodeConfig] = {}
+def apply_all(configs: Iterable[MemberConfig]) -> dict[str, MemberConfig]:
+    current: dict[str, MemberConfig] = {}
     for config in configs:
         verdict = check_apply(current, config)
         assert verdict.allowed, verdict.message
@@ -150,7 +150,7 @@ def test_one_folder_applies_in_any_order(order: str) -> None:
 
 def test_rule_1_is_parse_node() -> None:
     # Quantities are checked when the object is read; see test_models for the messages.
-    config = parse_node(
+    config = parse_member(
         {"kind": "Cohort", "metadata": {"name": "c"}, "spec": {"min": {"cpu": "1"}}}
     )
     assert check_apply({}, config).allowed

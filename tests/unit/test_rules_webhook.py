@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from quotree import ConfigError, parse_node
+from quotree import ConfigError, parse_member
 from tests.unit.objects import quota
 
 
@@ -39,6 +39,6 @@ from tests.unit.objects import quota
 )
 def test_parse_errors_are_one_line(obj: dict[str, Any], expected: str) -> None:
     with pytest.raises(ConfigError) as info:
-        parse_node(obj)
+        parse_member(obj)
     assert str(info.value) == expected
     assert "\n" not in str(info.value)

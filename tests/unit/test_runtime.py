@@ -67,10 +67,10 @@ def test_default_weight_is_max_then_min_then_one() -> None:
         quota("c", "t"),
         capacity=41,
     )
-    tree_nodes = {n.name: n for n in eng.tree.live_nodes()}
-    assert tree_nodes["a"].weight[R] == 30
-    assert tree_nodes["b"].weight[R] == 10
-    assert tree_nodes["c"].weight[R] == 1
+    tree_members = {n.name: n for n in eng.tree.live_members()}
+    assert tree_members["a"].weight[R] == 30
+    assert tree_members["b"].weight[R] == 10
+    assert tree_members["c"].weight[R] == 1
 
 
 def test_min_scaling_when_the_cluster_shrinks() -> None:
@@ -80,7 +80,7 @@ def test_min_scaling_when_the_cluster_shrinks() -> None:
     assert runtimes(eng) == {"a": 60, "b": 40}
     eng.set_cluster_node("node-1", {R: 50})
     assert runtimes(eng) == {"a": 30, "b": 20}
-    assert eng.tree.node("a").guarantee[R] == 30  # type: ignore[union-attr]
+    assert eng.tree.member("a").guarantee[R] == 30  # type: ignore[union-attr]
 
 
 def test_idle_cohort_does_not_scale_its_childrens_mins() -> None:
@@ -124,10 +124,10 @@ def test_participation_comes_from_ancestors_and_descendants() -> None:
         quota("b", "ml"),
         capacity={"gpu": 8, "cpu": 4000},
     )
-    nodes = {n.name: n for n in eng.tree.live_nodes()}
-    assert nodes["a"].resources == {"gpu", "cpu"}
-    assert nodes["b"].resources == {"gpu"}
-    assert nodes["ml"].resources == {"gpu", "cpu"}
+    members = {n.name: n for n in eng.tree.live_members()}
+    assert members["a"].resources == {"gpu", "cpu"}
+    assert members["b"].resources == {"gpu"}
+    assert members["ml"].resources == {"gpu", "cpu"}
     # b's pods are not limited (nor counted) in cpu, which b does not take part in.
     arrive(eng, pod("b", "p", {"cpu": 100000, "gpu": 2}))
     assert eng.pods["b/p"].state == "admitted"
@@ -169,7 +169,7 @@ def test_kueue_story_two_special_queue_borrows_from_everyone() -> None:
     rt = runtimes(eng)
     assert rt["qa"] == 50  # org a does not borrow from b
     assert rt["special"] == 50  # special borrows b's idle quota
-    assert eng.tree.node("special").cap[R] == UNLIMITED  # type: ignore[union-attr]
+    assert eng.tree.member("special").cap[R] == UNLIMITED  # type: ignore[union-attr]
 
 
 def test_unmanaged_pods_reduce_capacity() -> None:

@@ -1,7 +1,7 @@
 """The runtime pass's kept state against a tree built afresh (hypothesis).
 
-`QuotaTree.recompute()` redoes the runtimes on the same nodes, so it shares what those
-nodes keep between events (a parent's scaled guarantees, its children's lists). These
+`QuotaTree.recompute()` redoes the runtimes on the same members, so it shares what those
+members keep between events (a parent's scaled guarantees, its children's lists). These
 properties compare instead with a new engine given only the end state: the same
 configuration, capacity and pods.
 """
@@ -15,17 +15,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_properties import PROPERTY, RESOURCES, Scenario, scenarios
 
-from quotree.accounts import TreeNode
+from quotree.accounts import TreeMember
 from quotree.engine import Engine
 
 
 def numbers(eng: Engine) -> dict[tuple[str, str], tuple[int, int]]:
-    """(runtime, guarantee) of every live node, per resource."""
+    """(runtime, guarantee) of every live member, per resource."""
     eng.tree.settle()
     eng.refresh()
     return {
         (n.name, r): (n.runtime[r], n.guarantee[r])
-        for n in eng.tree.live_nodes()
+        for n in eng.tree.live_members()
         for r in n.resources
     }
 
@@ -58,12 +58,12 @@ def test_kept_guarantees_and_runtimes_equal_a_fresh_tree(
     assert numbers(eng) == numbers(fresh)
 
 
-def over_by_walking(eng: Engine, node: TreeNode) -> list[str]:
-    """The quotas below `node` over their runtime somewhere, found by walking its subtree
+def over_by_walking(eng: Engine, member: TreeMember) -> list[str]:
+    """The quotas below `member` over their runtime somewhere, found by walking its subtree
     (every deferred runtime brought up to date first)."""
     return [
         q.name
-        for q in eng.tree.quotas_below(node)
+        for q in eng.tree.quotas_below(member)
         if any(q.used[r] > q.runtime[r] for r in q.resources)
     ]
 
@@ -93,6 +93,6 @@ def test_the_kept_quotas_over_their_runtime_are_those_a_walk_finds(
         tree = eng.tree
         kept = [q.name for q in tree.over_below(tree.root)]
         assert kept == over_by_walking(eng, tree.root)
-        for node in tree.live_nodes():
-            if not node.is_quota:
-                assert [q.name for q in tree.over_below(node)] == over_by_walking(eng, node)
+        for member in tree.live_members():
+            if not member.is_quota:
+                assert [q.name for q in tree.over_below(member)] == over_by_walking(eng, member)

@@ -50,12 +50,12 @@ def test_json_report_has_the_stable_keys(tmp_path: Path) -> None:
     assert list(report) == ["capacity", "nodes", "pods", "groups"]
     assert report["groups"] == {}  # no pod groups here
     assert report["capacity"] == {"cpu": "10"}
-    node = report["nodes"]["a"]
+    member = report["nodes"]["a"]
     for key in ("kind", "namespace", "parent", "min", "max", "request", "runtime", "used"):
-        assert key in node
-    assert node["kind"] == "ElasticQuota"
-    assert node["namespace"] == "a"
-    assert node["used"] == {"cpu": "1"}
+        assert key in member
+    assert member["kind"] == "ElasticQuota"
+    assert member["namespace"] == "a"
+    assert member["used"] == {"cpu": "1"}
     entry = report["pods"]["a/p1"]
     assert entry["quota"] == "a"
     assert entry["state"] == "admitted"

@@ -35,24 +35,24 @@ def simulated_tree() -> list[str]:
 
 
 def _rows(lines: list[str]) -> list[list[str]]:
-    """The tree's rows (header and pods left out), each with the node it belongs to."""
-    rows, node = [], ""
+    """The tree's rows (header and pods left out), each with the member it belongs to."""
+    rows, member = [], ""
     for line in lines[2:]:
         if not line.strip():
             break
         if "(coh)" in line or "(eq)" in line:
-            node = line[: line.index(")") + 1].lstrip("│├└─ ")
-        rows.append([node, *line.split()[-6:]])
+            member = line[: line.index(")") + 1].lstrip("│├└─ ")
+        rows.append([member, *line.split()[-6:]])
     return rows
 
 
 def test_the_demo_directory_simulates_to_the_readme_tree() -> None:
     readme, simulated = readme_tree(), simulated_tree()
-    assert simulated[:2] == readme[:2]  # capacity (the demo's nodes) and column titles
+    assert simulated[:2] == readme[:2]  # capacity (the demo's members) and column titles
     assert [line[:34] for line in simulated[2:14]] == [line[:34] for line in readme[2:14]]
     for want, got in zip(_rows(readme), _rows(simulated), strict=True):
         if want[0] in JOB_ROWS:
-            assert got[:4] == want[:4]  # node, resource, MIN, MAX
+            assert got[:4] == want[:4]  # member, resource, MIN, MAX
         else:
             assert got == want
 

@@ -47,8 +47,8 @@ ops = st.lists(
 )
 
 
-def _from_scratch(node: SimpleNamespace, pods: QuotaPods) -> dict[str, str]:
-    return {record.key: label for record, label in standings(node, pods)}  # type: ignore[arg-type]
+def _from_scratch(member: SimpleNamespace, pods: QuotaPods) -> dict[str, str]:
+    return {record.key: label for record, label in standings(member, pods)}  # type: ignore[arg-type]
 
 
 @PROPERTY
@@ -57,8 +57,8 @@ def test_incremental_labels_equal_the_labels_from_scratch(
     steps: list[tuple[str, int, dict[str, int]]],
 ) -> None:
     pods = QuotaPods("q")
-    node = SimpleNamespace(resources=frozenset(RESOURCES), guarantee=dict.fromkeys(RESOURCES, 8))
-    pods.standings.set_guarantee(node.guarantee, node.resources)
+    member = SimpleNamespace(resources=frozenset(RESOURCES), guarantee=dict.fromkeys(RESOURCES, 8))
+    pods.standings.set_guarantee(member.guarantee, member.resources)
     seq = 0
     for kind, number, amounts in steps:
         if kind == "add":
@@ -70,13 +70,13 @@ def test_incremental_labels_equal_the_labels_from_scratch(
             keys = sorted(pods.admitted)
             pods.remove_admitted(pods.admitted[keys[number % len(keys)]])
         elif kind == "guarantee":
-            node.guarantee = dict(amounts)
+            member.guarantee = dict(amounts)
         elif kind == "govern":
-            node.resources = frozenset(r for i, r in enumerate(RESOURCES) if number >> i & 1)
-            node.guarantee = {r: node.guarantee.get(r, 0) for r in RESOURCES}
-        pods.standings.set_guarantee(node.guarantee, node.resources)
+            member.resources = frozenset(r for i, r in enumerate(RESOURCES) if number >> i & 1)
+            member.guarantee = {r: member.guarantee.get(r, 0) for r in RESOURCES}
+        pods.standings.set_guarantee(member.guarantee, member.resources)
         changed = pods.standings.take_changed()
-        expected = _from_scratch(node, pods)
+        expected = _from_scratch(member, pods)
         assert {key: pods.standings.label(key) for key in pods.admitted} == expected
         assert changed <= set(pods.admitted)
 
@@ -92,11 +92,11 @@ def test_every_label_the_engine_keeps_is_the_label_from_scratch(
     _decision_log(eng, scenario, stream)
     for name, pods in eng.ledger.quota_pods.items():
         eng.tree_of(name).refresh(name)
-        node = eng.tree_of(name).node(name)
-        if node is None or not node.is_quota:
+        member = eng.tree_of(name).member(name)
+        if member is None or not member.is_quota:
             continue
-        pods.standings.set_guarantee(node.guarantee, node.resources)
-        expected = _from_scratch(node, pods)  # type: ignore[arg-type]
+        pods.standings.set_guarantee(member.guarantee, member.resources)
+        expected = _from_scratch(member, pods)  # type: ignore[arg-type]
         assert {key: pods.standings.label(key) for key in pods.admitted} == expected
 
 
@@ -114,11 +114,11 @@ def test_a_groups_pods_take_its_place_in_the_labels_order(
         eng.decide(float(i))
         for name, pods in eng.ledger.quota_pods.items():
             eng.tree_of(name).refresh(name)
-            node = eng.tree_of(name).node(name)
-            if node is None or not node.is_quota:
+            member = eng.tree_of(name).member(name)
+            if member is None or not member.is_quota:
                 continue
-            pods.standings.set_guarantee(node.guarantee, node.resources)
-            expected = _from_scratch(node, pods)  # type: ignore[arg-type]
+            pods.standings.set_guarantee(member.guarantee, member.resources)
+            expected = _from_scratch(member, pods)  # type: ignore[arg-type]
             assert {key: pods.standings.label(key) for key in pods.admitted} == expected
 
 

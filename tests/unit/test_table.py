@@ -46,16 +46,16 @@ def table(tmp_path: Path, text: str) -> str:
     return render_table(simulate([path]))
 
 
-def cells(text: str, node: str, resource: str) -> dict[str, str]:
-    """The table's cells for `node`'s `resource`, by column title."""
+def cells(text: str, member: str, resource: str) -> dict[str, str]:
+    """The table's cells for `member`'s `resource`, by column title."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if f" {node} (" in line)
+    start = next(i for i, line in enumerate(lines) if f" {member} (" in line)
     for line in lines[start:]:
         words = line.split()
         if resource in words:
             values = words[words.index(resource) + 1 :]
             return dict(zip([title for title, _ in COLUMNS], values, strict=True))
-    raise AssertionError(f"no {resource} row under {node}:\n{text}")
+    raise AssertionError(f"no {resource} row under {member}:\n{text}")
 
 
 def test_long_names_and_numbers_never_run_together(tmp_path: Path) -> None:

@@ -217,7 +217,7 @@ def build_configurations(
         ],
     }
     spec_changed = [{"name": "spec-changed", "expression": _SPEC_CHANGED}]
-    node_ops = ["CREATE", "UPDATE", "DELETE"]
+    member_ops = ["CREATE", "UPDATE", "DELETE"]
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -230,7 +230,7 @@ def build_configurations(
                     "apiGroups": ["quotree.io"],
                     "apiVersions": ["v1alpha1"],
                     "resources": ["cohorts"],
-                    "operations": node_ops,
+                    "operations": member_ops,
                     "scope": "Cluster",
                 },
                 match_conditions=spec_changed,
@@ -242,7 +242,7 @@ def build_configurations(
                     "apiGroups": ["quotree.io"],
                     "apiVersions": ["v1alpha1"],
                     "resources": ["elasticquotas"],
-                    "operations": node_ops,
+                    "operations": member_ops,
                     "scope": "Namespaced",
                 },
                 match_conditions=spec_changed,

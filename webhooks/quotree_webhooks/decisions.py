@@ -20,12 +20,12 @@ from quotree import (
     STANDING_LABEL,
     ConfigError,
     Engine,
-    NodeConfig,
+    MemberConfig,
     Resolution,
     Verdict,
     check_apply_forest,
     check_delete,
-    parse_node,
+    parse_member,
 )
 from quotree.models import MANAGED_LABEL, quota_label
 from quotree_webhooks.pod_groups import GroupLookup, review_group
@@ -36,9 +36,9 @@ __all__ = [
     "RecentlyAllowed",
     "Resolver",
     "describe_pod",
-    "node_identity",
+    "member_identity",
+    "review_member",
     "review_namespace",
-    "review_node",
     "review_pod_create",
     "review_pod_update",
 ]
@@ -66,7 +66,7 @@ def describe_pod(obj: Mapping[str, Any], namespace: str | None = None) -> str:
     return f"Pod {ns}/{name}"
 
 
-def node_identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
+def member_identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
     """(kind, name, namespace) of a Cohort or ElasticQuota object, for messages."""
     metadata = _mapping(obj.get("metadata"))
     return (
@@ -76,7 +76,7 @@ def node_identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
     )
 
 
-def _same_object(config: NodeConfig | None, parsed: NodeConfig) -> bool:
+def _same_object(config: MemberConfig | None, parsed: MemberConfig) -> bool:
     return (
         config is not None
         and config.kind == parsed.kind
@@ -100,12 +100,12 @@ class RecentlyAllowed:
     def __init__(self, ttl: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
         self.clock = clock
-        self._pending: dict[str, tuple[NodeConfig, float]] = {}
+        self._pending: dict[str, tuple[MemberConfig, float]] = {}
 
-    def remember(self, config: NodeConfig) -> None:
+    def remember(self, config: MemberConfig) -> None:
         self._pending[config.name] = (config, self.clock() + self.ttl)
 
-    def view(self, configs: Mapping[str, NodeConfig]) -> Mapping[str, NodeConfig]:
+    def view(self, configs: Mapping[str, MemberConfig]) -> Mapping[str, MemberConfig]:
         """The tree as the rules should see it: `configs` and what is still on its way."""
         if not self._pending:
             return configs
@@ -117,11 +117,11 @@ class RecentlyAllowed:
             return configs
         on_the_way = {name: config for name, (config, _) in self._pending.items()}
         # Only read: ChainMap's type asks for a mutable mapping, the tree's view is not.
-        return ChainMap(on_the_way, cast("MutableMapping[str, NodeConfig]", configs))
+        return ChainMap(on_the_way, cast("MutableMapping[str, MemberConfig]", configs))
 
     def view_forest(
-        self, forest: Mapping[str, Mapping[str, NodeConfig]]
-    ) -> dict[str, Mapping[str, NodeConfig]]:
+        self, forest: Mapping[str, Mapping[str, MemberConfig]]
+    ) -> dict[str, Mapping[str, MemberConfig]]:
         """`view` for each tree (api.md, "Several trees"): what is on its way joins its tree."""
         out = dict(forest)
         if not self._pending:
@@ -130,16 +130,16 @@ class RecentlyAllowed:
         for name, (config, expires) in list(self._pending.items()):
             if expires < now or forest.get(config.tree, {}).get(name) == config:
                 del self._pending[name]
-        trees: dict[str, dict[str, NodeConfig]] = {}
+        trees: dict[str, dict[str, MemberConfig]] = {}
         for name, (config, _) in self._pending.items():
             trees.setdefault(config.tree, {})[name] = config
         for tree, on_the_way in trees.items():
-            base = cast("MutableMapping[str, NodeConfig]", out.get(tree, {}))
+            base = cast("MutableMapping[str, MemberConfig]", out.get(tree, {}))
             out[tree] = ChainMap(on_the_way, base)
         return out
 
 
-def review_node(
+def review_member(
     engine: Engine,
     operation: str,
     new: Mapping[str, Any] | None,
@@ -163,7 +163,7 @@ def review_node(
         if old is None:
             return Verdict(True)
         try:
-            parsed = parse_node(old)
+            parsed = parse_member(old)
         except ConfigError:
             return Verdict(True)  # never accepted into the tree: nothing depends on it
         # The tree that holds the name (the object's own, unless it moved a moment ago).
@@ -186,7 +186,7 @@ def review_node(
         if new.get("spec") == old.get("spec"):
             return Verdict(True)
     try:
-        parsed = parse_node(new)
+        parsed = parse_member(new)
     except ConfigError as exc:
         return Verdict.deny(str(exc))
     verdict = check_apply_forest(forest, parsed, flavors=engine.flavors)

@@ -119,11 +119,11 @@ async def _validate_quota_object(
     new_body, old_body = _plain(new), _plain(old)
     namespace_deleting = False
     if operation == "DELETE" and old_body is not None:
-        kind, name, namespace = decisions.node_identity(old_body)
+        kind, name, namespace = decisions.member_identity(old_body)
         if kind == "ElasticQuota" and namespace and engine.admitted_count(name) > 0:
             username = str(userinfo.get("username", ""))
             namespace_deleting = await _namespace_deleting(state, namespace, username)
-    verdict = decisions.review_node(
+    verdict = decisions.review_member(
         engine,
         operation,
         new_body,
@@ -138,7 +138,7 @@ async def _validate_quota_object(
 
 
 def _what(body: Mapping[str, Any], operation: str | None) -> str:
-    kind, name, _ = decisions.node_identity(body)
+    kind, name, _ = decisions.member_identity(body)
     return f"{kind} {name or '(no name)'} ({(operation or '?').lower()})"
 
 

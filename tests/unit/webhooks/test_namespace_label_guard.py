@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from quotree.engine import Engine
-from quotree.models import NodeConfig
+from quotree.models import MemberConfig
 from quotree_operator.namespaces import managed
 from quotree_webhooks.decisions import review_namespace
 from tests.unit.objects import quota_config
@@ -38,7 +38,7 @@ def test_the_operator_may_and_other_labels_are_free() -> None:
     assert review_namespace(_ns("a", **kept), _ns("a", team="blue", **kept), "alice", []) is None
 
 
-def _quota(name: str, namespace: str, *more: str) -> NodeConfig:
+def _quota(name: str, namespace: str, *more: str) -> MemberConfig:
     """ElasticQuota `name` (cpu 1) covering `namespace` and `more`."""
     return quota_config(
         name, namespace=namespace, min={"cpu": "1"}, max={"cpu": "1"}, namespaces=list(more)

@@ -27,7 +27,7 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quotree import ADMISSION_GATE, QUOTA_LABEL, Engine, parse_node
+from quotree import ADMISSION_GATE, QUOTA_LABEL, Engine, parse_member
 from quotree.groups import POD_GROUP_SIZE_ANNOTATION, GroupSpec, JobFacts
 from quotree_webhooks import fastpath, process, tls
 from quotree_webhooks.process import WebhookProcess, exit_status
@@ -94,9 +94,9 @@ def test_the_copied_coverage_answers_as_the_engine(
 def test_the_coverage_version_moves_with_every_change() -> None:
     engine = Engine()
     versions = [engine.coverage.version]
-    engine.set_config(parse_node(quota("team-a", "team-a")))
+    engine.set_config(parse_member(quota("team-a", "team-a")))
     versions.append(engine.coverage.version)
-    engine.set_config(parse_node(quota("team-a", "team-a", namespaces=["x"])))
+    engine.set_config(parse_member(quota("team-a", "team-a", namespaces=["x"])))
     versions.append(engine.coverage.version)
     engine.remove_config("team-a", kind="ElasticQuota", namespace="team-a")
     versions.append(engine.coverage.version)
@@ -229,7 +229,7 @@ async def test_pod_creates_follow_the_operators_view(operator: Operator) -> None
     )
     # team-b: no quota yet, the pod is left alone; then the operator learns of one.
     assert not gated(await operator.post("/pods-mutate", pod_review("team-b")))
-    operator.engine.set_config(parse_node(quota("team-b", "team-b")))
+    operator.engine.set_config(parse_member(quota("team-b", "team-b")))
 
     async def team_b_gated() -> bool:
         return gated(await operator.post("/pods-mutate", pod_review("team-b")))

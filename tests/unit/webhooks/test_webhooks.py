@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quotree import ADMISSION_GATE, QUOTA_LABEL, STANDING_LABEL, Engine, PodFacts, parse_node
+from quotree import ADMISSION_GATE, QUOTA_LABEL, STANDING_LABEL, Engine, PodFacts, parse_member
 from quotree.resolution import never_gated
 from quotree_webhooks import configurations, decisions, handlers
 from quotree_webhooks.settings import WebhookSettings, WebhookState
@@ -53,7 +53,7 @@ def admit_pod(engine: Engine, namespace: str, name: str) -> None:
 
 
 def test_api_md_example_message(tree: Engine) -> None:
-    verdict = decisions.review_node(
+    verdict = decisions.review_member(
         tree,
         "UPDATE",
         quota("team-b", "team-b", "research", min={"cpu": "30"}),
@@ -100,7 +100,7 @@ def test_api_md_example_message(tree: Engine) -> None:
     ],
 )
 def test_rule_denials(tree: Engine, obj: dict[str, Any], expected: str) -> None:
-    verdict = decisions.review_node(tree, "CREATE", obj, None)
+    verdict = decisions.review_member(tree, "CREATE", obj, None)
     assert not verdict.allowed
     assert expected in verdict.message
     assert "\n" not in verdict.message
@@ -108,13 +108,13 @@ def test_rule_denials(tree: Engine, obj: dict[str, Any], expected: str) -> None:
 
 def test_cycle_is_denied() -> None:
     engine = engine_with(cohort("a"), cohort("b", "a"), cohort("c", "b"))
-    verdict = decisions.review_node(engine, "UPDATE", cohort("a", "c"), cohort("a"))
+    verdict = decisions.review_member(engine, "UPDATE", cohort("a", "c"), cohort("a"))
     assert not verdict.allowed
     assert "parent c would make a cycle (a -> c -> b -> a)" in verdict.message
 
 
 def test_cohort_min_below_children_denied(tree: Engine) -> None:
-    verdict = decisions.review_node(
+    verdict = decisions.review_member(
         tree, "UPDATE", cohort("research", min={"cpu": "25"}), cohort("research", min={"cpu": "40"})
     )
     assert not verdict.allowed
@@ -125,7 +125,7 @@ def test_cohort_min_below_children_denied(tree: Engine) -> None:
 
 
 def test_missing_parent_allowed_with_warning(tree: Engine) -> None:
-    verdict = decisions.review_node(tree, "CREATE", quota("q", "q", "nowhere"), None)
+    verdict = decisions.review_member(tree, "CREATE", quota("q", "q", "nowhere"), None)
     assert verdict.allowed
     assert verdict.warnings == [
         "ElasticQuota q: parent Cohort nowhere does not exist yet; "
@@ -134,12 +134,12 @@ def test_missing_parent_allowed_with_warning(tree: Engine) -> None:
 
 
 def test_move_to_a_parent_with_room_allowed(tree: Engine) -> None:
-    tree.set_config(parse_node(cohort("dev", min={"cpu": "20"})))
+    tree.set_config(parse_member(cohort("dev", min={"cpu": "20"})))
     old = quota("team-a", "team-a", "research", min={"cpu": "20"}, namespaces=["shared"])
     new = quota("team-a", "team-a", "dev", min={"cpu": "20"}, namespaces=["shared"])
-    assert decisions.review_node(tree, "UPDATE", new, old).allowed
+    assert decisions.review_member(tree, "UPDATE", new, old).allowed
     new["spec"]["min"] = {"cpu": "21"}
-    assert not decisions.review_node(tree, "UPDATE", new, old).allowed
+    assert not decisions.review_member(tree, "UPDATE", new, old).allowed
 
 
 def test_metadata_only_update_always_allowed() -> None:
@@ -148,31 +148,31 @@ def test_metadata_only_update_always_allowed() -> None:
     old = quota("q", "q", min={"cpu": "-1"})
     new = copy.deepcopy(old)
     new["metadata"]["finalizers"] = []
-    assert decisions.review_node(engine, "UPDATE", new, old).allowed
+    assert decisions.review_member(engine, "UPDATE", new, old).allowed
     new["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
     new["spec"]["min"] = {"cpu": "-2"}
-    assert decisions.review_node(engine, "UPDATE", new, old).allowed
+    assert decisions.review_member(engine, "UPDATE", new, old).allowed
 
 
 def test_delete_cohort_with_children_denied(tree: Engine) -> None:
-    verdict = decisions.review_node(tree, "DELETE", None, cohort("research", min={"cpu": "40"}))
+    verdict = decisions.review_member(tree, "DELETE", None, cohort("research", min={"cpu": "40"}))
     assert not verdict.allowed
     assert verdict.message == (
         "Cohort research: cannot delete a Cohort that has children (team-a, team-b); "
         "move or delete them first"
     )
-    assert decisions.review_node(tree, "DELETE", None, quota("ops", "ops")).allowed
+    assert decisions.review_member(tree, "DELETE", None, quota("ops", "ops")).allowed
 
 
 def test_delete_quota_with_admitted_pods(tree: Engine) -> None:
     admit_pod(tree, "ops", "web-1")
     old = quota("ops", "ops")
-    verdict = decisions.review_node(tree, "DELETE", None, old)
+    verdict = decisions.review_member(tree, "DELETE", None, old)
     assert not verdict.allowed
     assert "ElasticQuota ops: cannot delete an ElasticQuota with 1 admitted pods" in verdict.message
-    assert decisions.review_node(tree, "DELETE", None, old, namespace_deleting=True).allowed
+    assert decisions.review_member(tree, "DELETE", None, old, namespace_deleting=True).allowed
     # A same-named object the tree does not hold (another namespace) carries nothing.
-    assert decisions.review_node(tree, "DELETE", None, quota("ops", "elsewhere")).allowed
+    assert decisions.review_member(tree, "DELETE", None, quota("ops", "elsewhere")).allowed
 
 
 # ---------------------------------------------------------------- pods
@@ -300,7 +300,7 @@ def memo_for(engine: Engine | None, **state: Any) -> SimpleNamespace:
     return SimpleNamespace(quotree=SimpleNamespace(webhooks=webhooks))
 
 
-def node_kwargs(operation: str, new: Any, old: Any, memo: Any, **extra: Any) -> dict[str, Any]:
+def member_kwargs(operation: str, new: Any, old: Any, memo: Any, **extra: Any) -> dict[str, Any]:
     body = kopf.Body(new if new is not None else old)
     return {
         "body": body,
@@ -316,7 +316,7 @@ def node_kwargs(operation: str, new: Any, old: Any, memo: Any, **extra: Any) -> 
 
 
 async def test_handler_denies_with_one_line(tree: Engine) -> None:
-    kwargs = node_kwargs("CREATE", quota("q", "q", min={"cpu": "1e30"}), None, memo_for(tree))
+    kwargs = member_kwargs("CREATE", quota("q", "q", min={"cpu": "1e30"}), None, memo_for(tree))
     with pytest.raises(kopf.AdmissionError) as info:
         await handlers.validate_elasticquota(**kwargs)
     assert info.value.code == 403
@@ -326,7 +326,7 @@ async def test_handler_denies_with_one_line(tree: Engine) -> None:
 async def test_handler_warns_on_missing_parent_and_does_not_touch_the_engine(tree: Engine) -> None:
     before = dict(tree.tree.configs())
     for dryrun in (False, True):
-        kwargs = node_kwargs(
+        kwargs = member_kwargs(
             "CREATE", cohort("new", "nowhere"), None, memo_for(tree), dryrun=dryrun
         )
         await handlers.validate_cohort(**kwargs)
@@ -341,7 +341,7 @@ async def test_handler_delete_quota_namespace_controller_fallback(tree: Engine) 
     admit_pod(tree, "ops", "web-1")
     memo = memo_for(tree)
     assert memo.quotree.webhooks.api is None  # no API: the requester's identity decides
-    kwargs = node_kwargs("DELETE", None, quota("ops", "ops"), memo)
+    kwargs = member_kwargs("DELETE", None, quota("ops", "ops"), memo)
     with pytest.raises(kopf.AdmissionError, match="1 admitted pods"):
         await handlers.validate_elasticquota(**kwargs)
     kwargs["userinfo"] = {"username": handlers.NAMESPACE_CONTROLLER}
@@ -350,7 +350,7 @@ async def test_handler_delete_quota_namespace_controller_fallback(tree: Engine) 
 
 async def test_handler_not_ready_refuses_politely(tree: Engine) -> None:
     for memo in (memo_for(None), SimpleNamespace()):
-        kwargs = node_kwargs("CREATE", quota("q", "q"), None, memo)
+        kwargs = member_kwargs("CREATE", quota("q", "q"), None, memo)
         with pytest.raises(kopf.AdmissionError, match="quotree is starting") as info:
             await handlers.validate_elasticquota(**kwargs)
         assert info.value.code == 503
@@ -360,8 +360,8 @@ async def test_handler_unexpected_error_is_a_clean_denial(monkeypatch: pytest.Mo
     def boom(*_: Any, **__: Any) -> None:
         raise RuntimeError("internal detail")
 
-    monkeypatch.setattr(decisions, "review_node", boom)
-    kwargs = node_kwargs("CREATE", quota("q", "q"), None, memo_for(Engine()))
+    monkeypatch.setattr(decisions, "review_member", boom)
+    kwargs = member_kwargs("CREATE", quota("q", "q"), None, memo_for(Engine()))
     with pytest.raises(kopf.AdmissionError) as info:
         await handlers.validate_elasticquota(**kwargs)
     assert str(info.value) == (
@@ -581,7 +581,7 @@ def test_decisions_never_raise(
 ) -> None:
     obj = {"kind": kind, "metadata": {"name": name, "namespace": "team-a"}, "spec": spec}
     old = quota("team-a", "team-a", "research", min={"cpu": "20"})
-    verdict = decisions.review_node(
+    verdict = decisions.review_member(
         tree,
         operation,
         None if operation == "DELETE" else obj,
@@ -595,16 +595,16 @@ def test_objects_applied_back_to_back_are_judged_together() -> None:
     # first object when the second one is reviewed.
     engine = engine_with(cohort("research", min={"cpu": "40"}))
     recent = decisions.RecentlyAllowed()
-    first = decisions.review_node(
+    first = decisions.review_member(
         engine, "CREATE", quota("a", "a", "research", min={"cpu": "30"}), None, recent=recent
     )
     assert first.allowed
-    second = decisions.review_node(
+    second = decisions.review_member(
         engine, "CREATE", quota("b", "b", "research", min={"cpu": "20"}), None, recent=recent
     )
     assert not second.allowed
     assert "need 50 in all, over research's min of 40" in second.message
-    same_name = decisions.review_node(engine, "CREATE", cohort("a"), None, recent=recent)
+    same_name = decisions.review_member(engine, "CREATE", cohort("a"), None, recent=recent)
     assert "already taken by ElasticQuota a/a" in same_name.message
 
 
@@ -613,19 +613,23 @@ def test_dry_runs_are_not_remembered_and_memory_fades() -> None:
     now = [0.0]
     recent = decisions.RecentlyAllowed(ttl=10, clock=lambda: now[0])
     body = quota("a", "a", "research", min={"cpu": "30"})
-    assert decisions.review_node(engine, "CREATE", body, None, recent=recent, dry_run=True).allowed
+    assert decisions.review_member(
+        engine, "CREATE", body, None, recent=recent, dry_run=True
+    ).allowed
     other = quota("b", "b", "research", min={"cpu": "20"})
-    assert decisions.review_node(engine, "CREATE", other, None, recent=recent, dry_run=True).allowed
-    assert decisions.review_node(engine, "CREATE", body, None, recent=recent).allowed
-    assert not decisions.review_node(engine, "CREATE", other, None, recent=recent).allowed
+    assert decisions.review_member(
+        engine, "CREATE", other, None, recent=recent, dry_run=True
+    ).allowed
+    assert decisions.review_member(engine, "CREATE", body, None, recent=recent).allowed
+    assert not decisions.review_member(engine, "CREATE", other, None, recent=recent).allowed
     now[0] = 11.0  # `a` never showed up (another webhook refused it): forgotten
-    assert decisions.review_node(engine, "CREATE", other, None, recent=recent).allowed
+    assert decisions.review_member(engine, "CREATE", other, None, recent=recent).allowed
 
 
 def test_remembered_objects_are_dropped_once_the_tree_shows_them() -> None:
     engine = engine_with(cohort("research", min={"cpu": "40"}))
     recent = decisions.RecentlyAllowed()
     body = quota("a", "a", "research", min={"cpu": "30"})
-    assert decisions.review_node(engine, "CREATE", body, None, recent=recent).allowed
-    engine.set_config(parse_node(body))  # the operator's watch caught up
+    assert decisions.review_member(engine, "CREATE", body, None, recent=recent).allowed
+    engine.set_config(parse_member(body))  # the operator's watch caught up
     assert recent.view(engine.tree.configs()) is engine.tree.configs()

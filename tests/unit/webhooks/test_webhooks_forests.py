@@ -55,7 +55,7 @@ def test_a_project_label_that_does_not_cover_the_namespace_is_denied() -> None:
 
 
 def test_a_parent_in_another_tree_is_denied() -> None:
-    verdict = decisions.review_node(
+    verdict = decisions.review_member(
         forest(), "CREATE", quota("team-b", "team-b", "portfolio"), None
     )
     assert not verdict.allowed
@@ -68,17 +68,17 @@ def test_a_parent_in_another_tree_is_denied() -> None:
 def test_rules_hold_per_tree() -> None:
     engine = forest()
     # min sum under portfolio counts only the project tree's children
-    over = decisions.review_node(
+    over = decisions.review_member(
         engine, "CREATE", quota("proj-z", "z", "portfolio", min={"cpu": "1"}, tree="projects"), None
     )
     assert over.message == (
         "ElasticQuota proj-z: min cpu 1 would make the children of Cohort portfolio need 11 in "
         "all, over portfolio's min of 10"
     )
-    same_name = decisions.review_node(engine, "CREATE", cohort("proj-x"), None)
+    same_name = decisions.review_member(engine, "CREATE", cohort("proj-x"), None)
     assert not same_name.allowed
     assert "the name proj-x is already taken by ElasticQuota team-a/proj-x" in same_name.message
-    leaves = decisions.review_node(
+    leaves = decisions.review_member(
         engine, "UPDATE", cohort("portfolio", min={"cpu": "10"}), cohort("portfolio")
     )
     assert leaves.message == (
@@ -89,7 +89,7 @@ def test_rules_hold_per_tree() -> None:
 
 def test_deleting_a_cohort_with_children_in_its_tree_is_denied() -> None:
     old = cohort("portfolio", min={"cpu": "10"}, tree="projects")
-    verdict = decisions.review_node(forest(), "DELETE", None, old)
+    verdict = decisions.review_member(forest(), "DELETE", None, old)
     assert not verdict.allowed
     assert "proj-x" in verdict.message
 
@@ -97,7 +97,7 @@ def test_deleting_a_cohort_with_children_in_its_tree_is_denied() -> None:
 def test_objects_applied_back_to_back_are_judged_together_in_their_tree() -> None:
     engine = engine_with(cohort("portfolio", min={"cpu": "10"}, tree="projects"))
     recent = decisions.RecentlyAllowed()
-    first = decisions.review_node(
+    first = decisions.review_member(
         engine,
         "CREATE",
         quota("p1", "a", "portfolio", min={"cpu": "8"}, tree="projects"),
@@ -105,7 +105,7 @@ def test_objects_applied_back_to_back_are_judged_together_in_their_tree() -> Non
         recent=recent,
     )
     assert first.allowed
-    second = decisions.review_node(
+    second = decisions.review_member(
         engine,
         "CREATE",
         quota("p2", "b", "portfolio", min={"cpu": "4"}, tree="projects"),
@@ -113,7 +113,7 @@ def test_objects_applied_back_to_back_are_judged_together_in_their_tree() -> Non
         recent=recent,
     )
     assert "need 12 in all, over portfolio's min of 10" in second.message
-    elsewhere = decisions.review_node(engine, "CREATE", quota("p1", "c"), None, recent=recent)
+    elsewhere = decisions.review_member(engine, "CREATE", quota("p1", "c"), None, recent=recent)
     assert "already taken by ElasticQuota a/p1" in elsewhere.message
 
 
