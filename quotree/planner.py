@@ -15,6 +15,7 @@ request, quota, priority, preemptibility); a pod group plugs in with the same.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from quotree.accounts import TreeMember
@@ -36,6 +37,19 @@ __all__ = ["Clock", "EvictionPlanner", "Flavors", "Lenders", "Plan"]
 #: The quotas above their runtime below the member where a unit is short (the verdict's),
 #: with their pods; True: as they are now, not as the round found them.
 Lenders = Callable[[Fit, bool], Iterable[tuple[TreeMember, QuotaPods]]]
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What `EvictionPlanner.plan` was given for one unit, passed on as one to its steps."""
+
+    check: Callable[[], list[Fit]]
+    lenders: Lenders
+    clock: Callable[[], Clock]
+    lowest: dict[str, int]
+    now: float
+    out: Decisions
+
 
 #: How many steps (a preemption or a reclaim, in one tree) a plan takes at most: a unit
 #: short in several trees needs one or two per tree.
@@ -141,27 +155,16 @@ class EvictionPlanner(ClaimBook):
             known = self._memo.get(key)
             if known is not None:
                 return known
-        ask = flavors is None or self.under_way()
-        plan = self._plan(record, verdict, check, lenders, clock, lowest, now, out, ask=ask)
+        asked = _Asked(check, lenders, clock, lowest, now, out)
+        plan = self._plan(record, verdict, asked, ask=flavors is None or self.under_way())
         if plan.steps is not None:
             assert flavors is not None
-            plan = self._elsewhere(record, plan, flavors, check, lenders, clock, lowest, now, out)
+            plan = self._elsewhere(record, plan, flavors, asked)
         if key is not None and not plan.evicted:
             self._memo[key] = plan
         return plan
 
-    def _elsewhere(  # noqa: PLR0917 (plan's arguments, passed on)
-        self,
-        record: Claimant,
-        plan: Plan,
-        flavors: Flavors,
-        check: Callable[[], list[Fit]],
-        lenders: Lenders,
-        clock: Callable[[], Clock],
-        lowest: dict[str, int],
-        now: float,
-        out: Decisions,
-    ) -> Plan:
+    def _elsewhere(self, record: Claimant, plan: Plan, flavors: Flavors, asked: _Asked) -> Plan:
         """`plan` (made without asking, on the pod's flavor) or, when it takes more than one
         pod or frees more than the pod needs, the plan on another flavor of the pod's where
         reclaim takes fewer pods (then frees less beyond the shortfall): the pod's demand
@@ -169,37 +172,27 @@ class EvictionPlanner(ClaimBook):
         quota alone (in-quota preemption stays where placement put it)."""
         home, best, where = flavors.home, plan, flavors.home
         if plan.cost() > (1, 0):
-            fresh: Lenders = lambda verdict, _: lenders(verdict, True)  # noqa: E731
+            lenders = asked.lenders
+            fresh = replace(asked, lenders=lambda verdict, _: lenders(verdict, True))
             for flavor in flavors.flavors:
                 if flavor == home:
                     continue
                 flavors.move(flavor)
-                broken = check()
+                broken = asked.check()
                 if not broken or any(v.broken is not Rule.ANCESTOR for v in broken):
                     continue
-                there = self._plan(
-                    record, broken[0], check, fresh, clock, lowest, now, out, ask=False
-                )
+                there = self._plan(record, broken[0], fresh, ask=False)
                 if there.steps and there.cost() < best.cost():
                     best, where = there, flavor
             flavors.move(where)
         assert best.steps is not None
-        return self._ask(record, best.steps, best.verdict, out)
+        return self._ask(record, best.steps, best.verdict, asked.out)
 
-    def _plan(  # noqa: PLR0917 (plan's arguments, passed on)
-        self,
-        record: Claimant,
-        verdict: Fit,
-        check: Callable[[], list[Fit]],
-        lenders: Lenders,
-        clock: Callable[[], Clock],
-        lowest: dict[str, int],
-        now: float,
-        out: Decisions,
-        *,
-        ask: bool = True,
-    ) -> Plan:
+    def _plan(self, record: Claimant, verdict: Fit, asked: _Asked, *, ask: bool = True) -> Plan:
         """The steps that let the unit in, asked for (or, `ask` False, returned in `steps`)."""
+        check, lenders, clock, lowest, now, out = (
+            asked.check, asked.lenders, asked.clock, asked.lowest, asked.now, asked.out
+        )  # fmt: skip
         steps: list[Step] = []
         refusal = None
         with trial(self.forest) as taken:
