@@ -331,7 +331,8 @@ class Decider:
                 self._admit_fit(name, member, record, out)
                 placed.clear()
                 continue
-            if not self.planner.worth_planning(record, verdict, lowest):
+            elsewhere = partial(self.seats.broken_elsewhere, record)
+            if not self.planner.worth_planning(record, verdict, lowest, elsewhere):
                 self.reasons.explain(name, member, record, verdict, out)
                 continue
             clock = partial(self.planner.waits, name, key, now, clocks)

@@ -117,6 +117,12 @@ class Seats:
         seats = self._with_other_trees(name, here, unit) if unit.also else ((name, here),)
         return [verdict for seat in seats if not (verdict := check(unit, (seat,))).fits]
 
+    def broken_elsewhere(self, unit: Unit) -> list[Fit]:
+        """`broken` in the unit's other trees only (its first tree's verdict is known)."""
+        return [
+            v for other in unit.also if not (v := check(unit, ((other, self.seat(other)),))).fits
+        ]
+
     def _with_other_trees(self, name: str, here: Seat, unit: Unit) -> Iterator[tuple[str, Seat]]:
         yield name, here
         for other in unit.also:

@@ -123,14 +123,17 @@ class GangAdmission:
             self._say(group, members, admission.waiting_for_victims(lead), out)
             return False
         refusal = None
-        if planner.worth_planning(unit, verdict, lowest):
+        check = partial(decider.seats.broken, unit, name, here)
+        if planner.worth_planning(
+            unit, verdict, lowest, partial(decider.seats.broken_elsewhere, unit)
+        ):
             # The same plan as for a single pod (in-quota preemption, reclaim when it pays),
             # for the group's summed request; `finish` widens its victims to whole groups.
             start = len(out.evictions)
             plan = planner.plan(
                 unit,
                 verdict,
-                check=partial(decider.seats.broken, unit, name, here),
+                check=check,
                 lenders=decider.reasons.holders,
                 clock=partial(planner.waits, name, lead.key, now, clocks),
                 lowest=lowest,

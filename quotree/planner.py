@@ -274,17 +274,26 @@ class EvictionPlanner(ClaimBook):
         waiting.tried = True
         return True
 
-    def worth_planning(self, record: Claimant, verdict: Fit, lowest: dict[str, int]) -> bool:
+    def worth_planning(
+        self,
+        record: Claimant,
+        verdict: Fit,
+        lowest: dict[str, int],
+        elsewhere: Callable[[], list[Fit]],
+    ) -> bool:
         """Whether evictions may let the unit in (or are under way for it): it waits for
-        lent quota, or is short at a quota that may preempt for it, or in several trees.
-        The common case (short at a quota, nothing lower to preempt) is answered here."""
+        lent quota, or is short at a quota that may preempt for it, or (several trees;
+        `elsewhere`: its verdicts in the others) reclaim in another tree, taken first by
+        `_plan`, may free that quota too. The common case is answered without a plan."""
         if verdict.broken is Rule.ANCESTOR:
             return True
         if verdict.broken is not Rule.QUOTA:
             return False
-        return bool(
-            record.victims or record.also or self.under_way(record.key)
-        ) or self._may_preempt(record, verdict, lowest)
+        if record.victims or self.under_way(record.key):
+            return True
+        if self._may_preempt(record, verdict, lowest):
+            return True
+        return bool(record.also) and any(v.broken is Rule.ANCESTOR for v in elsewhere())
 
     def _may_preempt(self, record: Claimant, verdict: Fit, lowest: dict[str, int]) -> bool:
         """The quota where the unit is short preempts, and holds lower-priority pods."""
