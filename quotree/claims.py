@@ -34,6 +34,9 @@ class ClaimBook:
         #: The quotas with a unit that fits but waits behind the evictions under way for
         #: another unit (`room_held`): looked at again, whatever their room, next round.
         self.held: set[str] = set()
+        #: The quotas with a pending pod that `keeps_flavor` kept on its flavor, where it did
+        #: not fit: placed again, whatever their room, once no evictions are under way.
+        self.kept: set[str] = set()
         #: The units whose victims are being evicted, with those victims (`_under_way`), as
         #: of `Ledger.eviction_changes` = `_flight_at`; None: to be listed again.
         self._flight: list[tuple[PodRecord, list[PodRecord]]] | None = None
@@ -111,8 +114,17 @@ class ClaimBook:
         """Whether a pending pod already charged to a flavor stays there this time: while
         evictions are under way, no pod's demand moves to another flavor (runtime follows
         demand, and the plans under way counted on the runtimes as they were). Once the
-        victims are gone, the room they leave at the root has the pod looked at again."""
+        victims are gone, its quota is looked at again (`kept`, `released`): nothing else
+        need change for it, and another flavor may have had room all along."""
         return record.flavor is not None and self.under_way()
+
+    def released(self) -> set[str]:
+        """The quotas whose pods `keeps_flavor` kept (`kept`), once no evictions are under
+        way (forgotten then); none while some still are."""
+        if not self.kept or self.under_way():
+            return set()
+        kept, self.kept = self.kept, set()
+        return kept
 
     def under_way(self, key: str = "") -> bool:
         """Evictions are under way for a unit (other than `key`)."""

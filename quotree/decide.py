@@ -165,6 +165,11 @@ class Decider:
             tree, ledger, reasons = self.tree, self.ledger, self.reasons
             changed = {n for n in changed if worth_a_look(tree, ledger, reasons, n, touched)}
         names = changed | touched | self.reasons.waiting_on_ancestor
+        for name in self.planner.released():  # pods kept on their flavor: place them again
+            pods = self.ledger.quota_pods.get(name)
+            if pods is not None:
+                pods.room = None
+            names.add(name)
         if self.forest.several:
             for tree in self.forest:
                 if tree is not self.tree:
@@ -314,7 +319,8 @@ class Decider:
                     evicted |= handled
                     placed.clear()
                     continue
-            if record.flavor_needed and not self.planner.keeps_flavor(record):
+            kept = record.flavor_needed and self.planner.keeps_flavor(record)
+            if record.flavor_needed and not kept:
                 placement = self.placement.place(
                     name, member, path, record, self.seats.check, placed=placed
                 )
@@ -331,6 +337,8 @@ class Decider:
                 self._admit_fit(name, member, record, out)
                 placed.clear()
                 continue
+            if kept:
+                self.planner.kept.add(name)  # placed again once the evictions are done
             elsewhere = partial(self.seats.broken_elsewhere, record)
             if not self.planner.worth_planning(record, verdict, lowest, elsewhere):
                 self.reasons.explain(name, member, record, verdict, out)

@@ -117,7 +117,9 @@ class PodIntake:
         if record is None:
             return None
         self._ledger.by_namespace[record.facts.namespace].discard(key)
-        self._ledger.evicting.discard(key)
+        if key in self._ledger.evicting:
+            self._ledger.evicting.discard(key)
+            self._ledger.eviction_changes += 1  # a victim gone: the evictions under way changed
         self._take_out(record)
         return record
 

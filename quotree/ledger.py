@@ -37,8 +37,9 @@ class Ledger:
         self.evicting: set[str] = set()
         self.arrivals = itertools.count()  # the order pods came in
         self.admissions = itertools.count(1)  # the order pods were admitted in
-        #: How many times a pod started or stopped being evicted: what the eviction
-        #: planner's list of evictions under way is kept against.
+        #: How many times a pod started or stopped being evicted, or was gone while being
+        #: evicted (`intake.PodIntake.forget`): what the eviction planner's list of
+        #: evictions under way is kept against.
         self.eviction_changes = 0
 
     def queue(self, quota: str) -> QuotaPods:
