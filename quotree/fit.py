@@ -25,7 +25,7 @@ from quotree.admission import ancestor_shortfall, non_preemptible_shortfall, sho
 from quotree.pods import QuotaPods, Unit
 from quotree.trees import Forest
 
-__all__ = ["FITS", "MISSING", "Fit", "Rule", "Seat", "Seats", "check"]
+__all__ = ["FITS", "MISSING", "Fit", "Rule", "Seat", "Seats", "check", "check_seat"]
 
 
 class Rule(Enum):
@@ -74,18 +74,26 @@ def check(unit: Unit, seats: Iterable[tuple[str, Seat]]) -> Fit:
     """The first rule of "Admission" the unit breaks at the quotas of `seats` (in order: its
     first tree's quota first), or `FITS`."""
     for name, where in seats:
-        member = where.member
-        if member is None or where.pods is None:
-            return Fit(name, Rule.MISSING)
-        short = non_preemptible_shortfall(member, where.pods, unit)
-        if short:
-            return Fit(name, Rule.NON_PREEMPTIBLE, member, short)
-        short = shortfall(member, unit)
-        if short:
-            return Fit(name, Rule.QUOTA, member, short)
-        blocked = ancestor_shortfall(where.path, member, unit)
-        if blocked is not None:
-            return Fit(name, Rule.ANCESTOR, blocked[0], blocked[1])
+        verdict = check_seat(unit, name, where)
+        if verdict is not FITS:
+            return verdict
+    return FITS
+
+
+def check_seat(unit: Unit, name: str, where: Seat) -> Fit:
+    """`check` at one quota (`name`, seated `where`)."""
+    member = where.member
+    if member is None or where.pods is None:
+        return Fit(name, Rule.MISSING)
+    short = non_preemptible_shortfall(member, where.pods, unit)
+    if short:
+        return Fit(name, Rule.NON_PREEMPTIBLE, member, short)
+    short = shortfall(member, unit)
+    if short:
+        return Fit(name, Rule.QUOTA, member, short)
+    blocked = ancestor_shortfall(where.path, member, unit)
+    if blocked is not None:
+        return Fit(name, Rule.ANCESTOR, blocked[0], blocked[1])
     return FITS
 
 
@@ -108,20 +116,18 @@ class Seats:
     def check(self, unit: Unit, name: str, here: Seat) -> Fit:
         """`check` for a unit of quota `name` (seated `here`), in every tree that charges it."""
         if not unit.also:
-            return check(unit, ((name, here),))
+            return check_seat(unit, name, here)
         return check(unit, self._with_other_trees(name, here, unit))
 
     def broken(self, unit: Unit, name: str, here: Seat) -> list[Fit]:
         """`check` in each tree that charges the unit on its own: every quota where it
         does not fit, its first tree's first (empty: it fits everywhere)."""
         seats = self._with_other_trees(name, here, unit) if unit.also else ((name, here),)
-        return [verdict for seat in seats if not (verdict := check(unit, (seat,))).fits]
+        return [v for seat in seats if (v := check_seat(unit, *seat)) is not FITS]
 
     def broken_elsewhere(self, unit: Unit) -> list[Fit]:
         """`broken` in the unit's other trees only (its first tree's verdict is known)."""
-        return [
-            v for other in unit.also if not (v := check(unit, ((other, self.seat(other)),))).fits
-        ]
+        return [v for o in unit.also if (v := check_seat(unit, o, self.seat(o))) is not FITS]
 
     def _with_other_trees(self, name: str, here: Seat, unit: Unit) -> Iterator[tuple[str, Seat]]:
         yield name, here

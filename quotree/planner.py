@@ -289,7 +289,7 @@ class EvictionPlanner(ClaimBook):
             return True
         if verdict.broken is not Rule.QUOTA:
             return False
-        if record.victims or self.under_way(record.key):
+        if record.victims or (self.claims and self.under_way(record.key)):
             return True
         if self._may_preempt(record, verdict, lowest):
             return True

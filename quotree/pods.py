@@ -110,13 +110,13 @@ class PodRecord:
     #: (the group's: priority, the time it became complete, its name), `group_ledger.py`.
     group: str | None = None
     rank: tuple[int, float, str] | None = None
+    #: "namespace/name" (its facts' key, which a new version of the facts keeps), read on
+    #: every path: an attribute, not a property.
+    key: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         self.preemptible = self.facts.preemptible
-
-    @property
-    def key(self) -> str:
-        return self.facts.key
+        self.key = self.facts.key
 
     @property
     def request(self) -> dict[str, int]:
