@@ -116,7 +116,7 @@ class ClaimBook:
         demand, and the plans under way counted on the runtimes as they were). Once the
         victims are gone, its quota is looked at again (`kept`, `released`): nothing else
         need change for it, and another flavor may have had room all along."""
-        return record.flavor is not None and bool(self.claims) and self.under_way()
+        return record.flavor is not None and self.under_way()
 
     def released(self) -> set[str]:
         """The quotas whose pods `keeps_flavor` kept (`kept`), once no evictions are under

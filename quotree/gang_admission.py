@@ -123,7 +123,6 @@ class GangAdmission:
             self._say(group, members, admission.waiting_for_victims(lead), out)
             return False
         refusal = None
-        check = partial(decider.seats.broken, unit, name, here)
         if planner.worth_planning(
             unit, verdict, lowest, partial(decider.seats.broken_elsewhere, unit)
         ):
@@ -133,7 +132,7 @@ class GangAdmission:
             plan = planner.plan(
                 unit,
                 verdict,
-                check=check,
+                check=partial(decider.seats.broken, unit, name, here),
                 lenders=decider.reasons.holders,
                 clock=partial(planner.waits, name, lead.key, now, clocks),
                 lowest=lowest,

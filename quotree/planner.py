@@ -27,6 +27,7 @@ from quotree.ledger import Ledger
 from quotree.plans import Clock, Flavors, Plan, Step
 from quotree.pods import Claimant, PodRecord, QuotaPods
 from quotree.reclaim import Refusal, reclaim_choice, trial, within_guarantee
+from quotree.runtime import QuotaTree
 from quotree.trees import Forest
 
 if TYPE_CHECKING:
@@ -289,7 +290,7 @@ class EvictionPlanner(ClaimBook):
             return True
         if verdict.broken is not Rule.QUOTA:
             return False
-        if record.victims or (self.claims and self.under_way(record.key)):
+        if record.victims or self.under_way(record.key):
             return True
         if self._may_preempt(record, verdict, lowest):
             return True
@@ -337,13 +338,17 @@ class EvictionPlanner(ClaimBook):
         lenders: Iterable[tuple[TreeMember, QuotaPods]],
         taken: set[str],
     ) -> tuple[list[PodRecord], Refusal | None]:
-        tree = self.forest.tree_of(verdict.quota)
-        tree.refresh(verdict.quota)
-        quota = tree.member(verdict.quota)
+        tree, quota = self._settled(verdict.quota)
         assert quota is not None
         return reclaim_choice(
             tree, record, quota, verdict.amounts, lenders, taken=taken, book=self.book
         )
+
+    def _settled(self, quota: str) -> tuple[QuotaTree, TreeMember | None]:
+        """Quota `quota`'s tree and its member, runtimes brought up to date first."""
+        tree = self.forest.tree_of(quota)
+        tree.refresh(quota)
+        return tree, tree.member(quota)
 
     def _dry_run(
         self, record: Claimant, verdict: Fit, clock: Clock, lenders: Lenders, taken: set[str]
@@ -351,9 +356,7 @@ class EvictionPlanner(ClaimBook):
         """Before its delay: whether reclaim would pay for the unit (the refusal, if not).
         Always when its quota stays within its guarantee; else the victims are chosen
         without evicting, once for each shortfall and use of the member short (`Clock.dry`)."""
-        tree = self.forest.tree_of(verdict.quota)
-        tree.refresh(verdict.quota)
-        quota = tree.member(verdict.quota)
+        _, quota = self._settled(verdict.quota)
         if quota is None or within_guarantee(record, quota, verdict.amounts):
             return Plan(False, verdict)
         member = verdict.member
@@ -370,9 +373,7 @@ class EvictionPlanner(ClaimBook):
         if kind == "Preempted":
             return reason
         assert victim.quota is not None
-        tree = self.forest.tree_of(victim.quota)
-        tree.refresh(victim.quota)
-        member = tree.member(victim.quota)
+        _, member = self._settled(victim.quota)
         pods = self.ledger.quota_pods[victim.quota]
         if member is None:
             return f"lent quota is reclaimed {reason}"
