@@ -16,18 +16,8 @@ from typing import Protocol
 
 from quotree.accounts import TreeMember
 from quotree.deferral import member_margin, quota_margin
-from quotree.structure import ROOT
 
-__all__ = ["Deferred", "DeferredSubtrees", "Report"]
-
-#: What a settle reports (`settling.settle_resource`): the quotas whose runtime changed,
-#: the members that gained room, the members that moved (None: not kept), the quotas to
-#: look at again for `QuotaTree.over_below`.
-Report = tuple[set[str], set[str], set[str] | None, set[TreeMember]]
-
-#: A distributing member's state that a redistribution rewrites: roomy, last total, last
-#: scale total, sum of bases.
-_State = tuple[bool, int, int, int]
+__all__ = ["Deferred", "DeferredSubtrees"]
 
 
 class _Cascade(Protocol):
@@ -135,10 +125,19 @@ class DeferredSubtrees:
                 return
 
     def still_deferred(self, cohort: TreeMember, resource: str, entry: Deferred) -> bool:
-        """The deferred `cohort`'s runtime moved: may its subtree stay as it is?"""
+        """The deferred `cohort`'s runtime moved: may its subtree stay as it is?
+
+        Yes while it stays within the slack below the total its subtree's runtimes are
+        those of (`reflected`), whether it fell further or rose back some way (a reclaim
+        gave back what an arrival took). In that range every runtime below is monotone in
+        the Cohort's (`deferral.py`), so each is at most what the subtree shows, which is
+        what the decider last saw: nothing below was reported while deferred, and reading
+        there brings it up to date. An eager tree reports the fall and the rise member by
+        member; the decider, whose pending pods were looked at with at least this much
+        room, would do nothing with either."""
         runtime = cohort.runtime[resource]
         if (
-            runtime <= entry.last
+            runtime <= entry.reflected
             and entry.reflected - runtime <= entry.slack
             and cohort.sum_min[resource] <= cohort.guarantee[resource]
         ):
@@ -146,54 +145,6 @@ class DeferredSubtrees:
             self.moved.add((resource, cohort))
             return True
         return False
-
-    def rise_back(
-        self,
-        cohort: TreeMember,
-        resource: str,
-        entry: Deferred,
-        report: Report,
-    ) -> bool:
-        """The deferred `cohort`'s runtime rose back to the total its subtree's runtimes are
-        those of (a reclaim gave back what an arrival took), after a settle saw it lower:
-        the runtimes below are right as they are, and what must be reported is how they
-        differ from the last settle's. Found with one redistribution (silent, to the last
-        settle's total) and a walk that compares and puts the runtimes back, instead of
-        `materialize`'s two redistributions. The subtree is no longer deferred. False (and
-        nothing done) in any other case. `report`: the settle's sets, as
-        `settling.settle_resource` fills them."""
-        boundary = entry.boundary
-        if (
-            boundary is None
-            or cohort.runtime[resource] != entry.reflected
-            or cohort.sum_min[resource] > cohort.guarantee[resource]
-        ):
-            return False
-        self._forget(cohort, resource)
-        kept = _snapshot(cohort, resource)
-        now = cohort.runtime[resource]
-        cohort.runtime[resource] = boundary
-        self._cascade(cohort, resource, report=False)
-        cohort.runtime[resource] = now
-        changed, grown, moved, recheck = report
-        for member, (runtime, guarantee, state) in kept.items():
-            if state is not None:
-                member.roomy[resource], member.last_total[resource] = state[0], state[1]
-                member.last_scale_total[resource], member.sum_base[resource] = state[2], state[3]
-            if member is cohort:
-                continue
-            was_runtime, was_guarantee = member.runtime[resource], member.guarantee[resource]
-            if was_runtime == runtime and was_guarantee == guarantee:
-                continue
-            if runtime > was_runtime or guarantee > was_guarantee:
-                grown.add(member.name)
-            member.runtime[resource], member.guarantee[resource] = runtime, guarantee
-            if moved is not None:
-                moved.add(member.name)
-            if member.is_quota:
-                changed.add(member.name)
-                recheck.add(member)
-        return True
 
     def _forget(self, cohort: TreeMember, resource: str) -> Deferred:
         """Take `cohort` off the deferred subtrees in `resource`; returns its entry."""
@@ -242,44 +193,24 @@ class DeferredSubtrees:
 
     def check_moved(self, grown: set[str]) -> None:
         """At a settle(): a deferred subtree whose Cohort moved is brought up to date when a
-        member in it or above it gained room (`grown`, the names of the members that did: the
-        decider then looks at the quotas whose runtime changed); the others note their
-        runtime as the new boundary."""
-        near: set[TreeMember] = set()  # the members that gained room and their ancestors
+        member below the Cohort gained room (`grown`, the names of the members that did);
+        the others note their runtime as the new boundary. Room gained above the Cohort (a
+        pod released elsewhere) or by the Cohort itself (its runtime rose back within the
+        slack, `still_deferred`) leaves it deferred: no runtime below is above what the
+        decider last saw, and a quota that waits on an ancestor is looked at (and read up
+        to date) in any case."""
+        near: set[TreeMember] = set()  # the ancestors of the members that gained room
         for name in grown:
-            member = self._root if name == ROOT else self._members.get(name)
+            member = self._members.get(name)
             if member is not None:
-                near.add(member)
-                near.update(self._path_up.get(member.name, ()))
+                near.update(self._path_up[name])
         moved = sorted(self.moved, key=lambda m: (m[0], m[1].depth, m[1].name))
         self.moved.clear()
         for resource, cohort in moved:
             entry = self.by_resource.get(resource, {}).get(cohort)
             if entry is None:
                 continue
-            if cohort in near or any(a.name in grown for a in self._path_up[cohort.name]):
+            if cohort in near:
                 self.materialize(cohort, resource)
             else:
                 entry.boundary = cohort.runtime[resource]
-
-
-def _snapshot(
-    cohort: TreeMember, resource: str
-) -> dict[TreeMember, tuple[int, int, _State | None]]:
-    """`cohort` and every member below it in `resource`: its runtime and guarantee there,
-    and, for a Cohort, what its distribution keeps (None for a quota)."""
-    kept: dict[TreeMember, tuple[int, int, _State | None]] = {}
-    stack = [cohort]
-    while stack:
-        member = stack.pop()
-        state: _State | None = None
-        if not member.is_quota and resource in member.children_in:
-            state = (
-                member.roomy[resource],
-                member.last_total[resource],
-                member.last_scale_total[resource],
-                member.sum_base[resource],
-            )
-            stack.extend(member.children_in[resource])
-        kept[member] = (member.runtime[resource], member.guarantee[resource], state)
-    return kept

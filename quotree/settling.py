@@ -69,8 +69,6 @@ def settle_resource(
                 if entry is not None:
                     if subtrees.still_deferred(child, resource, entry):
                         continue
-                    if subtrees.rise_back(child, resource, entry, (changed, grown, moved, recheck)):
-                        continue
                     subtrees.materialize(child, resource, to_last=False)
                     dirty[child] = None  # redistributed from its runtime now, reported
                 else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pytest
 from builders import cohort, engine, pod, quota
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -170,24 +171,69 @@ def _two_tops(lazy: bool) -> QuotaTree:
     return tree
 
 
-def test_a_deferred_subtree_whose_share_rises_again_reports_who_grew() -> None:
-    """t1's quotas ask more and more: t0's share falls and its subtree is deferred; then a pod
-    of t1 leaves: t0's share rises, and the quotas below it are reported grown, as the
-    eager tree reports them."""
+def _shown(tree: QuotaTree, *names: str) -> dict[str, int]:
+    """The runtimes in x as the members hold them, without bringing anything up to date."""
+    return {n: tree._members[n].runtime["x"] for n in names}
+
+
+@pytest.mark.parametrize("leave", [[("q11", 1), ("q10", 3)], [("q11", 1)], [("q10", 6)]])
+def test_a_deferred_subtree_whose_share_rises_back_reports_nothing_new(
+    leave: list[tuple[str, int]],
+) -> None:
+    """t1's quotas ask more and more: t0's share falls from 10 to 8 and its subtree is
+    deferred, its quotas still holding the 5 they were last reported with. Then pods of t1
+    leave and t0's share rises back, part of the way or all of it. An eager tree reports
+    the quotas that rose from the 4 they fell to as grown; the lazy tree reports none of
+    them, since none is above what it last reported (the decider looked at their pending
+    pods with at least that much room), and reading them gives the eager tree's runtimes."""
     trees = {lazy: _two_tops(lazy) for lazy in (True, False)}
     for tree in trees.values():
         for q in ["q00"] * 5 + ["q01"] * 5 + ["q10"] * 6 + ["q11"] * 2:
             tree.add_request(q, {"x": 1})
             tree.settle()
     assert trees[True].deferrals > 0
-    grown = {}
-    for lazy, tree in trees.items():
-        tree.add_request("q11", {"x": 1}, -1)
-        tree.add_request("q10", {"x": 3}, -1)
+    assert _shown(trees[True], "q00", "q01") == {"q00": 5, "q01": 5}
+    assert _shown(trees[False], "q00", "q01") == {"q00": 4, "q01": 4}
+    for tree in trees.values():
+        for q, count in leave:
+            tree.add_request(q, {"x": count}, -1)
         tree.settle()
-        grown[lazy] = tree.grown_quotas
-    assert {"q00", "q01"} <= grown[False]
-    assert grown[False] <= grown[True]
+    eager = trees[False]
+    assert "q00" in eager.grown_quotas  # it rose from 4 to 5
+    assert not {"q00", "q01"} & trees[True].grown_quotas
+    for name in ("q00", "q01"):
+        trees[True].refresh(name)
+    assert _shown(trees[True], "q00", "q01") == _shown(eager, "q00", "q01")
+
+
+def test_a_deferred_subtree_whose_share_rises_above_what_it_shows_reports_who_grew() -> None:
+    """t0's quotas ask 16 and share 12 (t1 asks 4), read and so reported at 6 each; t1 asks 2
+    more, t0's share falls to 10 and its subtree is deferred at 12. Then t1's pods all
+    leave: t0's share rises to 16, above the 12 its quotas were last reported at, and they
+    are reported grown, as an eager tree reports them."""
+    trees = {lazy: _two_tops(lazy) for lazy in (True, False)}
+    for tree in trees.values():
+        for q in ["q00"] * 8 + ["q01"] * 8 + ["q10"] * 4:
+            tree.add_request(q, {"x": 1})
+            tree.settle()
+        tree.refresh("q00")  # read: t0's subtree is brought up to date (and reported) at 12
+        tree.settle()
+        tree.add_request("q10", {"x": 2})
+        tree.settle()
+    assert trees[True].deferrals > 0
+    for tree in trees.values():
+        tree.add_request("q10", {"x": 6}, -1)
+        tree.settle()
+    assert {"q00", "q01"} <= trees[False].grown_quotas
+    assert {"q00", "q01"} <= trees[True].grown_quotas
+    assert (
+        _shown(trees[True], "q00", "q01")
+        == _shown(trees[False], "q00", "q01")
+        == {
+            "q00": 8,
+            "q01": 8,
+        }
+    )
 
 
 def test_take_moved_names_every_runtime_a_deferred_subtree_changed() -> None:
