@@ -28,7 +28,7 @@ class Deferred:
     """A Cohort whose children's runtimes in one resource were left as they were while its
     own runtime fell (`deferral.py`): they are those of the total `reflected`."""
 
-    __slots__ = ("boundary", "last", "reflected", "slack")
+    __slots__ = ("boundary", "last", "offsets", "reflected", "slack")
 
     def __init__(self, reflected: int, last: int, slack: int) -> None:
         self.reflected = reflected  # the total the subtree's runtimes are those of
@@ -37,12 +37,25 @@ class Deferred:
         # Its runtime at the last settle(): the subtree is first brought there without
         # reporting (those changes were reported, and skipped, then); None: deferred since.
         self.boundary: int | None = None
+        # Cohorts below that were deferred themselves when this one was (`_absorb`): how far
+        # below the runtimes their subtrees show each one already was. None: there were none.
+        self.offsets: dict[TreeMember, int] | None = None
 
 
 class DeferredSubtrees:
     """The deferred subtrees of one live tree, by resource and by Cohort."""
 
-    __slots__ = ("_cascade", "_members", "_path_up", "_root", "at", "by_resource", "count", "moved")
+    __slots__ = (
+        "_cascade",
+        "_members",
+        "_path_up",
+        "_root",
+        "absorbed",
+        "at",
+        "by_resource",
+        "count",
+        "moved",
+    )
 
     def __init__(
         self,
@@ -59,6 +72,11 @@ class DeferredSubtrees:
         self.at: dict[TreeMember, set[str]] = {}  # Cohort -> its deferred resources
         self.moved: set[tuple[str, TreeMember]] = set()  # deferred and moved since settle()
         self.count = 0  # subtrees left unevaluated so far (tests and benchmarks read it)
+        # The Cohorts whose runtime `_absorb` set back to what their subtree shows: the
+        # status writer's `QuotaTree.take_moved` names them, since bringing the subtree up
+        # to date from above may leave one at that runtime, unnoted, when its status shows
+        # the lower one it had (a rise of the outer Cohort past its slack).
+        self.absorbed: set[str] = set()
 
     def reset(
         self, root: TreeMember, members: dict[str, TreeMember], path_up: dict[str, list[TreeMember]]
@@ -68,6 +86,7 @@ class DeferredSubtrees:
         self.by_resource.clear()
         self.at.clear()
         self.moved.clear()
+        self.absorbed.clear()
 
     def defer(self, cohort: TreeMember, resource: str) -> bool:
         """Leave `cohort`'s subtree as it is, its runtime having fallen, when nothing there
@@ -79,21 +98,29 @@ class DeferredSubtrees:
         runtime = cohort.runtime[resource]
         cohort.runtime[resource] = reflected  # the margins are those of the subtree as it is
         try:
-            slack = self._slack(cohort, resource, fall)
+            slack, nested = self._slack(cohort, resource, fall)
         finally:
             cohort.runtime[resource] = runtime
         if slack < fall:
             return False
-        self.by_resource.setdefault(resource, {})[cohort] = Deferred(reflected, runtime, slack)
+        entry = Deferred(reflected, runtime, slack)
+        for member in nested:
+            self._absorb(member, resource, entry)
+        self.by_resource.setdefault(resource, {})[cohort] = entry
         self.at.setdefault(cohort, set()).add(resource)
         self.moved.add((resource, cohort))
         self.count += 1
         return True
 
-    def _slack(self, cohort: TreeMember, resource: str, need: int) -> int:
-        """The least margin over `cohort`'s subtree (stopping once below `need`)."""
+    def _slack(self, cohort: TreeMember, resource: str, need: int) -> tuple[int, list[TreeMember]]:
+        """The least margin over `cohort`'s subtree (stopping once below `need`), and the
+        Cohorts below that are deferred themselves. Such a one counts with what is left of
+        its own slack, not walked: below it, runtimes stay right while it falls no more
+        than its slack from the total they are those of, and it falls by at most what
+        `cohort` falls."""
         deferred = self.by_resource.get(resource, {})
         slack = member_margin(cohort, resource)
+        nested: list[TreeMember] = []
         stack = list(cohort.children_in[resource])
         while stack and slack >= need:
             member = stack.pop()
@@ -102,11 +129,28 @@ class DeferredSubtrees:
                 continue
             if resource not in member.children_in:
                 continue
-            if member in deferred:
-                self.materialize(member, resource)  # one deferred subtree inside another: no
+            inner = deferred.get(member)
+            if inner is not None:
+                slack = min(slack, inner.slack - (inner.reflected - member.runtime[resource]))
+                nested.append(member)
+                continue
             slack = min(slack, member_margin(member, resource))
             stack.extend(member.children_in[resource])
-        return slack
+        return slack, nested
+
+    def _absorb(self, member: TreeMember, resource: str, outer: Deferred) -> None:
+        """`member`, deferred, is below a Cohort being deferred (`outer`): deferred subtrees
+        do not nest, so it becomes part of the outer one. Its runtime is set back to the
+        total its subtree's runtimes are those of, so that bringing the outer subtree up to
+        date redistributes below it whenever its real runtime differs; how far it had
+        already fallen is kept (`Deferred.offsets`) for the margins of the quotas below
+        (`used_grew_below`)."""
+        inner = self._forget(member, resource)
+        offsets = outer.offsets if outer.offsets is not None else {}
+        offsets[member] = inner.reflected - member.runtime[resource]
+        outer.offsets = offsets
+        member.runtime[resource] = inner.reflected
+        self.absorbed.add(member.name)
 
     def used_grew_below(self, quota: TreeMember, resource: str) -> None:
         """The quota's used grew under a Cohort deferred in `resource`: its margin to its
@@ -116,10 +160,17 @@ class DeferredSubtrees:
         deferred = self.by_resource.get(resource)
         if not deferred:
             return
-        for walk in self._path_up[quota.name]:
+        path = self._path_up[quota.name]
+        for walk in path:
             entry = deferred.get(walk)
             if entry is not None:  # at most one: deferred subtrees do not nest
-                entry.slack = min(entry.slack, quota_margin(quota, resource))
+                margin = quota_margin(quota, resource)
+                if entry.offsets:  # below a Cohort taken in: it had fallen that much already
+                    for above in path:
+                        if above is walk:
+                            break
+                        margin -= entry.offsets.get(above, 0)
+                entry.slack = min(entry.slack, margin)
                 if entry.reflected - entry.last > entry.slack:
                     self.materialize(walk, resource)
                 return

@@ -335,6 +335,9 @@ class QuotaTree:
         and whoever asks (the operator's status writer) shows every runtime as it is."""
         self.refresh(ROOT)
         moved, self._moved = self._moved, set()
+        if moved is not None and self._subtrees.absorbed:
+            moved |= self._subtrees.absorbed  # `DeferredSubtrees.absorbed` says why
+        self._subtrees.absorbed.clear()
         return moved
 
     def refresh(self, name: str | None = None) -> None:

@@ -9,6 +9,7 @@ import itertools
 import random
 from dataclasses import dataclass
 
+import pytest
 from builders import cohort, engine, pod, quota
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ from quotree.eviction import EXACT_SEARCH_LIMIT, fewest_victims, over_runtime
 from quotree.models import MemberConfig
 from quotree.options import EngineOptions
 from quotree.pods import PodRecord, PodState
-from quotree.runtime import ROOT
+from quotree.runtime import ROOT, QuotaTree
 from quotree.simulate import SimulatedEngine
 
 RESOURCES = ("x", "y")
@@ -753,6 +754,13 @@ def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
     nothing new in; a quota over its runtime in a resource that did not move was over
     before, and the decider looks at it for that); and every quota whose runtime or
     guarantee went up above what the lazy tree last reported is in its `grown_quotas`."""
+    _lazy_against_eager(scenario, stream)
+
+
+def _lazy_against_eager(
+    scenario: Scenario, stream: list[tuple[str, int, dict[str, int], bool]]
+) -> QuotaTree:
+    """The checks of the test above, for one scenario and stream; returns the lazy tree."""
     lazy_eng, eager_eng = build(scenario), build(scenario)
     lazy, eager = lazy_eng.tree, eager_eng.tree
     lazy.set_lazy(True)
@@ -770,7 +778,7 @@ def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
     arrivals = 0
     for kind, draw, request, read in stream:
         if not quotas:
-            return
+            return None
         q = quotas[draw % len(quotas)]
         if kind == "arrive" and draw % 4:
             # Mostly the burst's order: a few pods of one quota, then the next quota's.
@@ -836,3 +844,39 @@ def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
         before = after
     lazy.refresh(ROOT)
     assert {(n.name, r): n.runtime[r] for n in lazy.live_members() for r in n.resources} == before
+    return lazy
+
+
+@pytest.mark.parametrize(
+    ("per", "high", "big", "streams"),
+    [(2, 2, 3, 150), (1, 3, 3, 300)],  # the second reaches an admission below one taken in
+)
+def test_deferred_subtrees_taken_into_one_deferred_above_them_stay_right(
+    per: int, high: int, big: int, streams: int
+) -> None:
+    """A Cohort deferred below another being deferred is taken into it
+    (`DeferredSubtrees._absorb`), and an admission below it then counts with how far it
+    had already fallen. Seeded random streams over two or three tops of Cohorts of `per`
+    quotas, where that happens often (hypothesis' shapes rarely get there), with the
+    checks of `test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks`."""
+    tops, mids, low = (3, 3, 4) if per == 2 else (2, 2, 4)
+    configs = []
+    for t in range(tops):
+        for m in range(mids):
+            for q in range(per):
+                name = f"q{t}{m}{q}"
+                configs.append(quota(name, f"m{t}{m}", min={"x": low}, max={"x": high * low}))
+            configs.append(cohort(f"m{t}{m}", f"t{t}", min={"x": low * per}))
+        configs.append(cohort(f"t{t}", None, min={"x": low * per * mids}))
+    scenario = Scenario(configs, {"x": low * per * mids * tops, "y": 0}, [])
+    rnd = random.Random(7)
+    kinds = ["arrive"] * 4 + ["leave", "admit", "admit", "release"]
+    taken_in = 0
+    for _ in range(streams):
+        stream = [
+            (kind, rnd.randrange(1000), {"x": rnd.randint(1, big), "y": 0}, rnd.random() < 0.05)
+            for kind in (rnd.choice(kinds) for _ in range(rnd.randint(40, 120)))
+        ]
+        lazy = _lazy_against_eager(scenario, stream)
+        taken_in += bool(lazy._subtrees.absorbed)
+    assert taken_in >= 10  # the streams did reach the case
