@@ -27,7 +27,7 @@ from quotree.placement import Placed, Placement
 from quotree.planner import Clock, EvictionPlanner
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.reasons import Reasons
-from quotree.round_scope import waiting_behind, worth_a_look
+from quotree.round_scope import waiting_behind, worth_looking_at
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest, maintenance_reason
 
@@ -162,8 +162,9 @@ class Decider:
             # A quota that only lost room can neither admit nor need reclaim unless it is
             # now over its runtime: skip it without building its room (`round_scope.worth_a_look`).
             # One tree only: with several, another tree's room may hold its pods back.
-            tree, ledger, reasons = self.tree, self.ledger, self.reasons
-            changed = {n for n in changed if worth_a_look(tree, ledger, reasons, n, touched)}
+            changed = worth_looking_at(
+                self.tree, self.ledger, self.reasons, changed, touched, flavors=bool(self.flavors)
+            )
         names = changed | touched | self.reasons.waiting_on_ancestor
         for name in self.planner.released():  # pods kept on their flavor: place them again
             pods = self.ledger.quota_pods.get(name)

@@ -14,7 +14,7 @@ from quotree.ledger import Ledger
 from quotree.reasons import Reasons
 from quotree.runtime import QuotaTree
 
-__all__ = ["only_shrank", "waiting_behind", "worth_a_look"]
+__all__ = ["only_shrank", "waiting_behind", "worth_a_look", "worth_looking_at"]
 
 
 def waiting_behind(ledger: Ledger, names: set[str]) -> set[str]:
@@ -28,12 +28,17 @@ def waiting_behind(ledger: Ledger, names: set[str]) -> set[str]:
     return woken
 
 
-def only_shrank(tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str) -> bool:
+def only_shrank(
+    tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str, *, ancestors: bool = True
+) -> bool:
     """True when a round has nothing to do for quota `name`, whose runtime changed but
-    whose room grew nowhere (neither its runtime or guarantee nor any ancestor's room:
-    `QuotaTree.grown_quotas`): its pending pods were looked at with at least this much
-    room (`QuotaPods.room` is set), it waits for no ancestor, it was not over its
-    runtime and is not now. `decide.Decider._decide_quota` would then change nothing."""
+    whose room grew nowhere (neither its runtime or guarantee nor, when `ancestors`, any
+    ancestor's room: `QuotaTree.grown_quotas`): its pending pods were looked at with at
+    least this much room (`QuotaPods.room` is set), it waits for no ancestor, it was not
+    over its runtime and is not now. `decide.Decider._decide_quota` would then change
+    nothing. Without flavors (`ancestors` False) an ancestor's room holds back only a
+    pod that waits on an ancestor, and such a quota is looked at anyway: the decider
+    compares its ancestors' room only for those (`Decider._admit_pending`)."""
     if name in reasons.waiting_on_ancestor:
         return False
     pods = ledger.quota_pods.get(name)
@@ -46,14 +51,20 @@ def only_shrank(tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str) ->
     if member is None or not member.is_quota:
         return False
     grown = tree.grown_quotas
-    if any(ancestor.name in grown for ancestor in tree.path_up(member)):
+    if ancestors and any(ancestor.name in grown for ancestor in tree.path_up(member)):
         return False  # an ancestor's room may have grown: a waiting pod may fit now
     used, runtime = member.used, member.runtime
     return all(used[r] <= runtime[r] for r in member.resources)
 
 
 def worth_a_look(
-    tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str, touched: set[str]
+    tree: QuotaTree,
+    ledger: Ledger,
+    reasons: Reasons,
+    name: str,
+    touched: set[str],
+    *,
+    ancestors: bool = True,
 ) -> bool:
     """Whether a round with one tree must look at quota `name`, whose runtime or guarantee
     changed. Not when it has no pending pod and none of its pods changed (`touched`):
@@ -65,4 +76,23 @@ def worth_a_look(
     pods = ledger.quota_pods.get(name)
     if pods is not None and not pods.pending and name not in reasons.waiting_on_ancestor:
         return False
-    return name in tree.grown_quotas or not only_shrank(tree, ledger, reasons, name)
+    return name in tree.grown_quotas or not only_shrank(
+        tree, ledger, reasons, name, ancestors=ancestors
+    )
+
+
+def worth_looking_at(
+    tree: QuotaTree,
+    ledger: Ledger,
+    reasons: Reasons,
+    changed: set[str],
+    touched: set[str],
+    *,
+    flavors: bool,
+) -> set[str]:
+    """The quotas of `changed` that a round with one tree looks at (`worth_a_look`); an
+    ancestor's room counts only with flavors, as `decide.Decider._admit_pending` compares
+    it."""
+    return {
+        n for n in changed if worth_a_look(tree, ledger, reasons, n, touched, ancestors=flavors)
+    }
