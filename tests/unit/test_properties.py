@@ -750,17 +750,18 @@ def test_a_lazy_tree_reports_what_an_eager_one_does_where_the_decider_looks(
     from the lazy one equals the eager one's. The lazy one reports no change the eager one
     does not; what it leaves out are quotas under a deferred subtree whose runtimes are no
     higher than it last reported them and that are not over their runtime in a resource
-    whose runtime went down (the quotas the decider would find
-    nothing new in; a quota over its runtime in a resource that did not move was over
-    before, and the decider looks at it for that); and every quota whose runtime or
-    guarantee went up above what the lazy tree last reported is in its `grown_quotas`."""
+    whose runtime went down (the quotas the decider would find nothing new in; a quota
+    over its runtime in a resource that did not move was over before, and the decider
+    looks at it for that); and every quota whose runtime or guarantee went up above what
+    the lazy tree last reported is in its `grown_quotas`."""
     _lazy_against_eager(scenario, stream)
 
 
 def _lazy_against_eager(
     scenario: Scenario, stream: list[tuple[str, int, dict[str, int], bool]]
-) -> QuotaTree:
-    """The checks of the test above, for one scenario and stream; returns the lazy tree."""
+) -> QuotaTree | None:
+    """The checks of the test above, for one scenario and stream; returns the lazy tree
+    (None: the scenario has no quota)."""
     lazy_eng, eager_eng = build(scenario), build(scenario)
     lazy, eager = lazy_eng.tree, eager_eng.tree
     lazy.set_lazy(True)
@@ -878,5 +879,6 @@ def test_deferred_subtrees_taken_into_one_deferred_above_them_stay_right(
             for kind in (rnd.choice(kinds) for _ in range(rnd.randint(40, 120)))
         ]
         lazy = _lazy_against_eager(scenario, stream)
+        assert lazy is not None
         taken_in += bool(lazy._subtrees.absorbed)
     assert taken_in >= 10  # the streams did reach the case
