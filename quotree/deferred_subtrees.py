@@ -146,9 +146,9 @@ class DeferredSubtrees:
         already fallen is kept (`Deferred.offsets`) for the margins of the quotas below
         (`used_grew_below`)."""
         inner = self._forget(member, resource)
-        offsets = outer.offsets if outer.offsets is not None else {}
-        offsets[member] = inner.reflected - member.runtime[resource]
-        outer.offsets = offsets
+        if outer.offsets is None:
+            outer.offsets = {}
+        outer.offsets[member] = inner.reflected - member.runtime[resource]
         member.runtime[resource] = inner.reflected
         self.absorbed.add(member.name)
 

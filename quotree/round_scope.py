@@ -29,7 +29,7 @@ def waiting_behind(ledger: Ledger, names: set[str]) -> set[str]:
 
 
 def only_shrank(
-    tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str, *, ancestors: bool = True
+    tree: QuotaTree, ledger: Ledger, reasons: Reasons, name: str, *, ancestors: bool
 ) -> bool:
     """True when a round has nothing to do for quota `name`, whose runtime changed but
     whose room grew nowhere (neither its runtime or guarantee nor, when `ancestors`, any
@@ -64,7 +64,7 @@ def worth_a_look(
     name: str,
     touched: set[str],
     *,
-    ancestors: bool = True,
+    ancestors: bool,
 ) -> bool:
     """Whether a round with one tree must look at quota `name`, whose runtime or guarantee
     changed. Not when it has no pending pod and none of its pods changed (`touched`):

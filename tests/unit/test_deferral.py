@@ -172,8 +172,14 @@ def _two_tops(lazy: bool) -> QuotaTree:
 
 
 def _shown(tree: QuotaTree, *names: str) -> dict[str, int]:
-    """The runtimes in x as the members hold them, without bringing anything up to date."""
-    return {n: tree._members[n].runtime["x"] for n in names}
+    """The runtimes in x as the members hold them, without bringing anything up to date
+    (`QuotaTree.member` is a read that changes nothing)."""
+    shown = {}
+    for name in names:
+        member = tree.member(name)
+        assert member is not None
+        shown[name] = member.runtime["x"]
+    return shown
 
 
 @pytest.mark.parametrize("leave", [[("q11", 1), ("q10", 3)], [("q11", 1)], [("q10", 6)]])
