@@ -31,6 +31,7 @@ from quotree_operator.event_budget import AdmittedEvents
 from quotree_operator.inputs import Inputs
 from quotree_operator.kube_errors import KubeError, write_event_retrying
 from quotree_operator.metrics import METRICS
+from quotree_operator.write_queue import WriteQueue
 
 __all__ = ["EVENT_RETRY_FOR", "READ_BACKOFF", "RETRIES", "RETRY_DELAY", "Actuator"]
 
@@ -68,6 +69,10 @@ class Actuator:
         # have none, or after a failover) a quarter of that, and so do Events.
         self._writes = asyncio.Semaphore(concurrency)
         self._labels = asyncio.Semaphore(max(4, concurrency // 4))
+        # Standing labels and Pending events due: one dict entry per pod, not one task
+        # per pod (write_queue.py); each queue has as many workers as its budget.
+        self.labels = WriteQueue("the standing label", self._label, max(4, concurrency // 4))
+        self.pending = WriteQueue("the Pending event", self._pending, max(4, concurrency // 4))
         self._events = asyncio.Semaphore(max(4, concurrency // 4))
         self._tasks: set[asyncio.Task[None]] = set()
         #: Per-pod Admitted events per quota, the rest summed up on the quota (event_budget).
@@ -99,9 +104,9 @@ class Actuator:
         for (namespace, job), evictions in jobs.items():
             self._spawn(self._suspend(namespace, job, evictions))
         for key, label in labels.items():
-            self._spawn(self._label(key, label))
+            self.labels.put(key, label)
         for key, reason in decisions.pending.items():
-            self._spawn(self._event(key, "Pending", reason))
+            self.pending.put(key, reason)
         for key, reason, message in decisions.warnings:
             self._spawn(self._event(key, reason, message, warning=True))
 
@@ -189,7 +194,7 @@ class Actuator:
             self.inputs.release(key)
             return
         if standing is not None:
-            await self._label(key, standing)
+            self.labels.put(key, standing)
 
     async def _admitted(self, key: str, message: str) -> None:
         """The pod's gate is gone: count it, and tell it (within the event budget)."""
@@ -341,6 +346,9 @@ class Actuator:
             )
         except KubeError as exc:
             logger.warning("%s", exc)
+
+    async def _pending(self, key: str, reason: str) -> None:
+        await self._event(key, "Pending", reason)
 
     async def _event(self, key: str, reason: str, message: str, warning: bool = False) -> None:
         """An Event on the pod; kept and tried again while the API does not answer."""

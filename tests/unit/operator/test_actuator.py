@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from quotree import ADMISSION_GATE
+from quotree.decisions import Decisions
 from quotree_operator.actuator import Actuator
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
@@ -92,3 +95,79 @@ async def test_an_admission_does_not_wait_behind_label_writes() -> None:
     kube.go.set()
     await asyncio.gather(*labels)
     assert len(kube.pod_labels) == 50
+
+
+class SlowWrites(SlowLabels):
+    """Label writes and Events both hang until `go` is set."""
+
+    async def pod_event(self, namespace: str, name: str, **kwargs: Any) -> None:
+        await self.go.wait()
+        await super().pod_event(namespace, name, **kwargs)
+
+
+@pytest.mark.parametrize("what", ["labels", "pending"])
+async def test_writes_waiting_for_the_api_hold_no_task_each(what: str) -> None:
+    # A start-up against running pods without their standing label (or against thousands
+    # of waiting pods) decides thousands of writes at once; while the API takes them a few
+    # at a time, the ones waiting are entries of a queue, not parked tasks (2.4 KiB each:
+    # bench/RESULTS.md).
+    kube = SlowWrites([], gated(ADMISSION_GATE))
+    actuator = actuator_for(kube, gated(ADMISSION_GATE))
+    before = len(asyncio.all_tasks())
+    due = {f"team/p{i}": "in-quota" if what == "labels" else f"waits {i}" for i in range(2000)}
+    actuator.carry_out(Decisions(**{what: due}))
+    await asyncio.sleep(0)
+    assert len(asyncio.all_tasks()) - before <= 4  # the queue's workers (concurrency 4)
+    queue = actuator.labels if what == "labels" else actuator.pending
+    assert len(queue) == 2000
+    kube.go.set()
+    await asyncio.wait_for(queue.drained(), 10)
+    if what == "labels":
+        written = sorted(kube.pod_labels)
+    else:
+        written = sorted((f"{e.namespace}/{e.name}", e.message) for e in kube.pod_events)
+    assert written == sorted(due.items())
+    assert len(queue) == 0
+
+
+class OneWritePerPod(SlowLabels):
+    """Also notes when two writes of one pod's label were in flight at once."""
+
+    def __init__(self, admit_errors: list[KubeError], current: dict[str, Any]) -> None:
+        super().__init__(admit_errors, current)
+        self.in_flight: set[str] = set()
+        self.overlaps: list[str] = []
+
+    async def label_pod(self, namespace: str, name: str, standing: str) -> None:
+        key = f"{namespace}/{name}"
+        if key in self.in_flight:
+            self.overlaps.append(key)
+        self.in_flight.add(key)
+        try:
+            await super().label_pod(namespace, name, standing)
+        finally:
+            self.in_flight.discard(key)
+
+
+async def test_the_last_label_decided_for_a_pod_is_the_one_written_last() -> None:
+    kube = OneWritePerPod([], gated(ADMISSION_GATE))
+    actuator = actuator_for(kube, gated(ADMISSION_GATE))
+    actuator.carry_out(Decisions(labels={"team/a": "over-quota", "team/b": "over-quota"}))
+    await asyncio.sleep(0)  # both writes are in flight
+    # Idle workers are started for these; none may write a's label beside the first.
+    later = {"team/a": "in-quota", "team/c": "in-quota", "team/d": "in-quota"}
+    actuator.carry_out(Decisions(labels=later))
+    actuator.carry_out(Decisions(labels={"team/c": "over-quota"}))  # c's first is never due
+    await asyncio.sleep(0)
+    kube.go.set()
+    await asyncio.wait_for(actuator.labels.drained(), 10)
+    assert kube.overlaps == []
+    written: dict[str, list[str]] = {}
+    for key, label in kube.pod_labels:
+        written.setdefault(key, []).append(label)
+    assert written == {
+        "team/a": ["over-quota", "in-quota"],
+        "team/b": ["over-quota"],
+        "team/c": ["over-quota"],
+        "team/d": ["in-quota"],
+    }
