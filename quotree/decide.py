@@ -27,7 +27,7 @@ from quotree.placement import Placed, Placement
 from quotree.planner import Clock, EvictionPlanner
 from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.reasons import Reasons
-from quotree.round_scope import waiting_behind, worth_looking_at
+from quotree.round_scope import looks_again, waiting_behind, worth_looking_at
 from quotree.runtime import QuotaTree
 from quotree.trees import Forest, maintenance_reason
 
@@ -150,7 +150,8 @@ class Decider:
             self.options.lazy_runtimes
             and self.options.skip_shrunk_quotas
             and not self.forest.several
-            and not self.flavors
+            and not self.flavors,
+            partial(looks_again, self.ledger),
         )
         changed = self.tree.settle()
         touched, self.ledger.touched = self.ledger.touched, set()

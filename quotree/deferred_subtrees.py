@@ -12,12 +12,17 @@ tree's own step (`QuotaTree._cascade`), handed in at construction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from quotree.accounts import TreeMember
 from quotree.deferral import member_margin, quota_margin
 
 __all__ = ["Deferred", "DeferredSubtrees"]
+
+
+def _never(name: str) -> bool:
+    return False
 
 
 class _Cascade(Protocol):
@@ -54,6 +59,7 @@ class DeferredSubtrees:
         "at",
         "by_resource",
         "count",
+        "looks_again",
         "moved",
     )
 
@@ -65,6 +71,8 @@ class DeferredSubtrees:
         path_up: dict[str, list[TreeMember]],
     ) -> None:
         self._cascade = cascade
+        #: Quotas no deferred subtree may hold (`QuotaTree.set_lazy`; by default none).
+        self.looks_again: Callable[[str], bool] = _never
         self._root, self._members, self._path_up = root, members, path_up
         # These three are emptied in place, never replaced: `QuotaTree` keeps `at` as its own
         # attribute too, for the test every pod event makes ("is anything deferred?").
@@ -125,7 +133,10 @@ class DeferredSubtrees:
         while stack and slack >= need:
             member = stack.pop()
             if member.is_quota:
-                slack = min(slack, quota_margin(member, resource))
+                # A quota the decider looks at again when its runtime moves is not left
+                # behind a deferral: its fall is reported as an eager tree's would be.
+                margin = 0 if self.looks_again(member.name) else quota_margin(member, resource)
+                slack = min(slack, margin)
                 continue
             if resource not in member.children_in:
                 continue

@@ -14,7 +14,7 @@ from quotree.ledger import Ledger
 from quotree.reasons import Reasons
 from quotree.runtime import QuotaTree
 
-__all__ = ["only_shrank", "waiting_behind", "worth_a_look", "worth_looking_at"]
+__all__ = ["looks_again", "only_shrank", "waiting_behind", "worth_a_look", "worth_looking_at"]
 
 
 def waiting_behind(ledger: Ledger, names: set[str]) -> set[str]:
@@ -26,6 +26,16 @@ def waiting_behind(ledger: Ledger, names: set[str]) -> set[str]:
         if pods is not None and pods.queued_in:
             woken.update(pods.queued_in)  # their `room` holds this quota's room too
     return woken
+
+
+def looks_again(ledger: Ledger, name: str) -> bool:
+    """Whether a round looks at quota `name` whenever its runtime moved, whichever way: it
+    has pending pods that were not looked at since they last changed (`QuotaPods.room` is
+    unset; `only_shrank` says no). The lazy tree defers no subtree holding such a quota
+    (`QuotaTree.looks_again`), or the decider would find it later than an eager tree's
+    report sends it there, and rewrite its pods' reasons a round late."""
+    pods = ledger.quota_pods.get(name)
+    return pods is not None and bool(pods.pending) and pods.room is None
 
 
 def only_shrank(

@@ -18,7 +18,7 @@ unevaluated while their share falls are `deferred_subtrees.py`'s to keep.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import networkx as nx
 
@@ -238,10 +238,9 @@ class QuotaTree:
     def over_below(self, member: TreeMember) -> list[TreeMember]:
         """The live ElasticQuotas in `member`'s subtree (every one, for the root) whose used is
         above their runtime in some resource, by name. Kept as used and runtimes move: O(the
-        quotas over their runtime), not O(the subtree). Nothing deferred is brought up to
-        date: a deferred subtree holds no quota over its runtime (its slack ends before
-        one would be, `deferral.quota_margin`). As of the last `refresh()`; the list is
-        a cache, brought up to date here over the quotas whose used or runtime moved."""
+        quotas over their runtime), not O(the subtree). Nothing deferred is brought up to date:
+        a deferred subtree holds no quota over its runtime (`deferral.quota_margin`). As of
+        the last `refresh()`; a cache, redone over the quotas whose used or runtime moved."""
         if self._recheck:
             over = self._over
             for quota in self._recheck:
@@ -317,8 +316,11 @@ class QuotaTree:
         self.grown_quotas, self._grown = self._grown, set()
         return changed
 
-    def set_lazy(self, lazy: bool) -> None:
-        """Turn deferred subtrees on or off (off: every deferred subtree is brought up to date)."""
+    def set_lazy(self, lazy: bool, looks_again: Callable[[str], bool] | None = None) -> None:
+        """Turn deferred subtrees on or off (off: every deferred subtree is brought up to date);
+        no subtree holding a quota `looks_again` names is deferred (`round_scope.looks_again`)."""
+        if looks_again is not None:
+            self._subtrees.looks_again = looks_again
         if self.lazy and not lazy and self._deferred_at:
             self._subtrees.materialize_below(self.root)
         self.lazy = lazy

@@ -729,6 +729,33 @@ def test_deferred_subtrees_change_no_decision_and_no_runtime(
     assert runtime_map(lazy_eng) == incremental
 
 
+def test_a_quota_that_preempted_is_not_left_behind_a_deferred_subtree() -> None:
+    """Found by the property above: q000's p5 preempts p2, so q000's pending pods are to be
+    looked at again (`QuotaPods.room` unset); then q100's admission moves q000's runtime
+    from 3 to 2. The eager tree reports that and p4's reason is rewritten at once; a lazy
+    tree that deferred t0's subtree left it for a later round (`round_scope.looks_again`)."""
+    configs = [
+        *(quota(f"q{t}00", f"m{t}0", min={"x": 2}, max={"x": 4}) for t in (0, 1)),
+        *(cohort(f"m{t}0", f"t{t}", min={"x": 2}) for t in (0, 1)),
+        *(cohort(f"t{t}", None, min={"x": 2}) for t in (0, 1)),
+    ]
+    one, two = {"x": 1, "y": 0}, {"x": 2, "y": 0}
+    pods = [
+        ("q000", one, 0, False),
+        ("q000", two, 0, True),
+        ("q100", one, 0, False),
+        ("q000", two, 0, False),
+        ("q000", two, 1, False),
+        ("q100", one, 0, False),
+    ]
+    scenario = Scenario(configs, {"x": 4, "y": 0}, pods)
+    stream = [("pod", 0), ("delete", 0)]
+    lazy_log, _ = _lazy_log(scenario, stream, 0.0, True)
+    eager_log, _ = _lazy_log(scenario, stream, 0.0, False)
+    assert "runtime 2" in eager_log[6][3]["q000/p4"]  # the round q100/p6 is admitted in
+    assert lazy_log == eager_log
+
+
 tree_events = st.lists(
     st.tuples(
         st.sampled_from(["arrive"] * 6 + ["leave", "admit", "release", "capacity"]),
