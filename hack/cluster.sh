@@ -332,8 +332,18 @@ cmd_up() {
     --kube-api-burst="${SCHEDULER_BURST}" \
     --profiling=false \
     --v=1
+  local kwok_options=()
+  if [[ -n "${KWOK_POD_PARALLELISM}" ]]; then
+    # A KwokConfiguration given leaves kwok's other defaults unset: they are written out too.
+    printf '%s\n' 'apiVersion: config.kwok.x-k8s.io/v1alpha1' 'kind: KwokConfiguration' \
+      'options:' "  podPlayStageParallelism: ${KWOK_POD_PARALLELISM}" \
+      '  nodePlayStageParallelism: 4' '  nodeLeaseParallelism: 4' \
+      '  podsOnNodeSyncParallelism: 4' '  cidr: 10.0.0.1/24' > "${QUOTREE_RUN}/kwok-options.yaml"
+    kwok_options=(--config="${QUOTREE_RUN}/kwok-options.yaml")
+  fi
   start_process kwok \
     --config="${HACK_DIR}/kwok/stages.yaml" \
+    "${kwok_options[@]}" \
     --kubeconfig="${QUOTREE_RUN}/kwok.kubeconfig" \
     --manage-all-nodes=true \
     --server-address="127.0.0.1:${KWOK_PORT}" \

@@ -40,6 +40,10 @@ SCHEDULER_QPS="${QUOTREE_SCHEDULER_QPS:-50}"
 SCHEDULER_BURST="${QUOTREE_SCHEDULER_BURST:-100}"
 KCM_QPS="${QUOTREE_KCM_QPS:-20}"
 KCM_BURST="${QUOTREE_KCM_BURST:-30}"
+# How many pods kwok moves through a stage at once (kwok's podPlayStageParallelism; unset:
+# kwok's default, 4, about 40 pods a second made Running on a busy API server, 12 minutes
+# for bench_scale's 29,000 bound pods, so it sets it).
+KWOK_POD_PARALLELISM="${QUOTREE_KWOK_POD_PARALLELISM:-}"
 
 KUBE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 ALL_COMPONENTS=(etcd "${KUBE_COMPONENTS[@]}" kwok helm)
