@@ -32,8 +32,8 @@ def looks_again(ledger: Ledger, name: str) -> bool:
     """Whether a round looks at quota `name` whenever its runtime moved, whichever way: it
     has pending pods that were not looked at since they last changed (`QuotaPods.room` is
     unset; `only_shrank` says no). The lazy tree defers no subtree holding such a quota
-    (`QuotaTree.looks_again`), or the decider would find it later than an eager tree's
-    report sends it there, and rewrite its pods' reasons a round late."""
+    (`QuotaTree.set_lazy` hands it this), or the decider would find it later than an
+    eager tree's report sends it there, and rewrite its pods' reasons a round late."""
     pods = ledger.quota_pods.get(name)
     return pods is not None and bool(pods.pending) and pods.room is None
 
