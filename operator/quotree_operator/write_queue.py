@@ -35,7 +35,11 @@ class WriteQueue:
         self._limit = workers
         self._due: dict[str, str] = {}  # pod key -> the value to write, oldest first
         self._writing: set[str] = set()  # keys a worker is writing now
-        self._workers: set[asyncio.Task[None]] = set()
+        # Workers still in their loop: counted down as one leaves it, in the same step as
+        # its last look at `_due` (a task's done-callback comes later, and a value put in
+        # between would find no worker to write it).
+        self._running = 0
+        self._workers: set[asyncio.Task[None]] = set()  # kept referenced while they run
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -47,7 +51,8 @@ class WriteQueue:
         """Write `value` for pod `key` soon (instead of any value of it not yet written)."""
         self._due[key] = value
         self._idle.clear()
-        while len(self._workers) < min(self._limit, len(self._due)):
+        while self._running < min(self._limit, len(self._due)):
+            self._running += 1
             task = asyncio.ensure_future(self._work())
             self._workers.add(task)
             task.add_done_callback(self._workers.discard)
@@ -64,14 +69,17 @@ class WriteQueue:
         return None
 
     async def _work(self) -> None:
-        while (key := self._next()) is not None:
-            value = self._due.pop(key)
-            self._writing.add(key)
-            try:
-                await self._write(key, value)
-            except Exception:  # a worker that died would strand the writes behind it
-                logger.exception("%s for pod %s failed", self._what, key)
-            finally:
-                self._writing.discard(key)
+        try:
+            while (key := self._next()) is not None:
+                value = self._due.pop(key)
+                self._writing.add(key)
+                try:
+                    await self._write(key, value)
+                except Exception:  # a worker that died would strand the writes behind it
+                    logger.exception("%s for pod %s failed", self._what, key)
+                finally:
+                    self._writing.discard(key)
+        finally:
+            self._running -= 1
         if not self._due and not self._writing:
             self._idle.set()

@@ -44,3 +44,19 @@ async def test_at_most_the_workers_write_at_once_and_the_queue_drains_in_order()
     assert most == 3
     assert sorted(written) == keys
     assert written[:3] == keys[:3]  # oldest first
+
+
+async def test_a_write_put_as_the_last_worker_finishes_is_still_made() -> None:
+    # The worker has written "a" and found nothing more; its task is done but its
+    # done-callback has not run yet when "b" is put. "b" must still get a worker.
+    written: list[str] = []
+
+    async def write(key: str, value: str) -> None:
+        written.append(key)  # answered at once: the worker ends within one step
+
+    queue = WriteQueue("the test write", write, workers=1)
+    queue.put("team/a", "in-quota")
+    await asyncio.sleep(0)  # the worker runs, writes a and ends
+    queue.put("team/b", "in-quota")
+    await asyncio.wait_for(queue.drained(), 2)
+    assert written == ["team/a", "team/b"]
