@@ -171,3 +171,47 @@ async def test_the_last_label_decided_for_a_pod_is_the_one_written_last() -> Non
         "team/c": ["over-quota"],
         "team/d": ["in-quota"],
     }
+
+
+class SlowAdmit(FakeKube):
+    """Gate removals hang until `go` is set (a new leader's first admissions under way)."""
+
+    def __init__(self, current: dict[str, Any]) -> None:
+        super().__init__([], current)
+        self.go = asyncio.Event()
+
+    async def admit(self, *args: Any, **kwargs: Any) -> None:
+        await self.go.wait()
+        await super().admit(*args, **kwargs)
+
+
+async def test_a_new_leaders_labels_and_pending_events_wait_for_its_first_gate_removals() -> None:
+    kube = SlowAdmit(gated(ADMISSION_GATE))
+    controller = Controller(OperatorConfig(), kube=kube)
+    controller.inputs.observe_pod(gated(ADMISSION_GATE), deleted=False)
+    controller.set_leading(True)
+    actuator = Actuator(kube, controller.inputs, concurrency=4)
+    decisions = Decisions(
+        admitted=[("team/p", "admitted by quota team")],
+        labels={f"team/running-{i}": "in-quota" for i in range(20)},
+        pending={"team/waiting": "waiting: quota team is full"},
+    )
+    actuator.carry_out(decisions)
+    controller.signals.decided.set()  # as the decision loop does once it handed them over
+    await asyncio.sleep(0.3)
+    assert kube.pod_labels == []  # the gate removal is still under way: nothing else yet
+    assert kube.events == []
+    kube.go.set()
+    await asyncio.sleep(0.05)
+    assert [gates for _, gates, _ in kube.admits] == [(ADMISSION_GATE,)]
+    assert kube.pod_labels == []  # done, but the watch has not shown the gate gone yet
+    controller.inputs.observe_pod(pod("team", "p", gates=(), uid="u-1"), deleted=False)
+    await asyncio.wait_for(actuator.labels.drained(), 2)
+    await asyncio.wait_for(actuator.pending.drained(), 2)
+    assert len(kube.pod_labels) == 20
+    assert ("Pending", None) in kube.events
+    # The hold is over for this term: later labels go at once, admissions or not.
+    actuator.inputs.admitting.add("team/other")
+    actuator.labels.put("team/running-0", "over-quota")
+    await asyncio.wait_for(actuator.labels.drained(), 2)
+    assert kube.pod_labels[-1] == ("team/running-0", "over-quota")
