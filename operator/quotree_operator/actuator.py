@@ -28,7 +28,6 @@ from quotree.engine import Decisions, Eviction, PodState
 from quotree.models import ADMISSION_GATE
 from quotree_operator.api import KubeAPI
 from quotree_operator.event_budget import AdmittedEvents
-from quotree_operator.first_round import FirstRound
 from quotree_operator.inputs import Inputs
 from quotree_operator.kube_errors import KubeError, write_event_retrying
 from quotree_operator.metrics import METRICS
@@ -71,12 +70,9 @@ class Actuator:
         self._writes = asyncio.Semaphore(concurrency)
         self._labels = asyncio.Semaphore(max(4, concurrency // 4))
         # Standing labels and Pending events due: one dict entry per pod, not one task
-        # per pod (write_queue.py); each queue has as many workers as its budget. A new
-        # leader's first gate removals go before them (first_round.py).
-        self.first_round = FirstRound(inputs)
-        width = max(4, concurrency // 4)
-        self.labels = WriteQueue("the standing label", self._label, width, self.first_round.wait)
-        self.pending = WriteQueue("the Pending event", self._pending, width, self.first_round.wait)
+        # per pod (write_queue.py); each queue has as many workers as its budget.
+        self.labels = WriteQueue("the standing label", self._label, max(4, concurrency // 4))
+        self.pending = WriteQueue("the Pending event", self._pending, max(4, concurrency // 4))
         self._events = asyncio.Semaphore(max(4, concurrency // 4))
         self._tasks: set[asyncio.Task[None]] = set()
         #: Per-pod Admitted events per quota, the rest summed up on the quota (event_budget).

@@ -129,7 +129,6 @@ class Controller:
     def set_leading(self, leading: bool) -> None:
         """This replica (no longer) holds the leader Lease."""
         self.signals.leading = leading
-        self.signals.terms += 1
         self.signals.decided.clear()  # the status writer waits for the first decisions
         self.inputs.dirty.all()  # what another replica wrote meanwhile is compared again
         METRICS.set_leader(leading)

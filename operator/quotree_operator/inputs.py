@@ -54,9 +54,6 @@ class Signals:
     #: actuator); cleared when the leadership changes. The status writer's first round
     #: waits for it, so admissions never wait for statuses (status_writer.py).
     decided: asyncio.Event = field(default_factory=asyncio.Event)
-    #: Leadership changes so far (`Controller.set_leading`): a new term's first gate
-    #: removals go before the writes that can wait (first_round.py).
-    terms: int = 0
     #: Gates removed so far (the actuator counts them): the status writer spaces its
     #: rounds further apart while admissions go on.
     admissions: int = 0

@@ -16,6 +16,7 @@ says so too, once per reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -24,7 +25,6 @@ from typing import Any
 
 from quotree_operator.api import KubeAPI
 from quotree_operator.desired_status import Desired, StatusMemory, desired
-from quotree_operator.first_round import FIRST_ROUND_HOLD, hold_for_admissions
 from quotree_operator.inputs import Inputs, QuotaObject
 from quotree_operator.kube_errors import KubeError, write_event_retrying
 from quotree_operator.metrics import METRICS
@@ -60,6 +60,9 @@ STATUS_FULL_EVERY = 600.0
 BIG_ROUND, BIG_ROUND_WIDTH = 500, 4
 #: A Warning Event the API did not take: first and longest wait, and for how long it is tried.
 WARNING_RETRY = (0.5, 5.0, 300.0)
+#: After this replica takes the lead, its first round waits for the first decisions and
+#: for their gate removals to be done, but not longer than this (seconds).
+FIRST_ROUND_HOLD = 30.0
 #: Objects compared between two turns of the event loop: a round over 11,000 objects
 #: never holds the webhooks, the watches or the admissions for long.
 COMPARE_SLICE = 200
@@ -107,9 +110,16 @@ class StatusWriter:
 
     async def hold_for_admissions(self, limit: float = FIRST_ROUND_HOLD) -> None:
         """A new leader's first round (after a start-up or a failover: every object is due)
-        waits until the first decisions are carried out (first_round.py): admissions go
-        first; the statuses follow."""
-        await hold_for_admissions(self.inputs, limit)
+        waits until the first decisions are carried out: until the decision loop has decided
+        and the gate removals it started are done, for at most `limit` seconds. Admissions
+        go first; the statuses follow."""
+        signals = self.inputs.signals
+        deadline = time.monotonic() + limit
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(limit):
+                await signals.decided.wait()
+        while self.inputs.admitting and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
 
     async def write_statuses(self) -> None:
         now = _now()

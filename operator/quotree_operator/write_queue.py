@@ -9,9 +9,7 @@ coroutine frames, the closure and the semaphore's waiter): half of a new leader'
 per pod (bench/RESULTS.md, "Memory per pod: writes due are a queue, not tasks"). Here a pod
 whose write waits is one entry of a dict, and a newer value for a pod replaces the one not
 yet written. One pod's write is never made by two workers at once, so the last value
-decided is the one that stays. A queue may be given a wait (`before`) that every write
-makes first: a new leader's labels and Events wait for its first gate removals
-(first_round.py); pods whose value changes meanwhile are written once, with the newest.
+decided is the one that stays.
 """
 
 from __future__ import annotations
@@ -27,19 +25,13 @@ logger = logging.getLogger("quotree.operator")
 
 class WriteQueue:
     """See module docstring. `write(key, value)` makes one pod's write (with its retries);
-    at most `workers` writes are in flight. `what` names the writes in the log. `before`,
-    when given, is awaited by a worker before it takes each write."""
+    at most `workers` writes are in flight. `what` names the writes in the log."""
 
     def __init__(
-        self,
-        what: str,
-        write: Callable[[str, str], Awaitable[None]],
-        workers: int,
-        before: Callable[[], Awaitable[None]] | None = None,
+        self, what: str, write: Callable[[str, str], Awaitable[None]], workers: int
     ) -> None:
         self._what = what
         self._write = write
-        self._before = before
         self._limit = workers
         self._due: dict[str, str] = {}  # pod key -> the value to write, oldest first
         self._writing: set[str] = set()  # keys a worker is writing now
@@ -78,12 +70,7 @@ class WriteQueue:
 
     async def _work(self) -> None:
         try:
-            while True:
-                if self._before is not None:
-                    await self._before()
-                key = self._next()
-                if key is None:
-                    break
+            while (key := self._next()) is not None:
                 value = self._due.pop(key)
                 self._writing.add(key)
                 try:

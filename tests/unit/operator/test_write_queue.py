@@ -60,21 +60,3 @@ async def test_a_write_put_as_the_last_worker_finishes_is_still_made() -> None:
     queue.put("team/b", "in-quota")
     await asyncio.wait_for(queue.drained(), 2)
     assert written == ["team/a", "team/b"]
-
-
-async def test_writes_wait_for_the_queues_before_and_a_pod_waiting_is_written_once() -> None:
-    written: list[tuple[str, str]] = []
-    go = asyncio.Event()
-
-    async def write(key: str, value: str) -> None:
-        written.append((key, value))
-
-    queue = WriteQueue("the test write", write, workers=2, before=go.wait)
-    queue.put("team/a", "in-quota")
-    queue.put("team/b", "in-quota")
-    await asyncio.sleep(0.05)
-    assert written == []
-    queue.put("team/a", "over-quota")  # decided again while it waits: only the newest
-    go.set()
-    await asyncio.wait_for(queue.drained(), 2)
-    assert sorted(written) == [("team/a", "over-quota"), ("team/b", "in-quota")]
