@@ -546,7 +546,9 @@ async def run(api: Api, r: dict[str, Any], nq: int, middle: int, n_pods: int) ->
     await st.follow(("loaded", "leading", "webhooks"))
     await asyncio.wait_for(watcher, timeout=300)
     st.at["admitted"] = max(seen.values()) - t0
-    log(f"start-up: {st.at}")
+    after = sorted(v - t0 for v in seen.values())
+    first, half = r["admitted_spread"] = (after[0], after[len(after) // 2])
+    log(f"start-up: {st.at}; the first gated pod admitted at {first:.1f} s, half at {half:.1f} s")
     await asyncio.sleep(20)
     r["rss_early"] = _rss_mb(op.proc.pid)
     log(f"RSS 20 s after serving {r['rss_early']:.1f} MiB")
@@ -693,7 +695,8 @@ def report(r: dict[str, Any], nq: int, nc: int, n_pods: int) -> None:
         f"pods {r['create_pods_s']:.0f} s "
         f"({r['create_pods_rate']:.0f}/s); every bound pod Running {r['kwok_s']:.0f} s later\n"
         f"- start-up, s after the process start: loaded {s['loaded']:.1f}, leading "
-        f"{s['leading']:.1f}, all gated pods admitted {s['admitted']:.1f}, first status round "
+        f"{s['leading']:.1f}, all gated pods admitted {s['admitted']:.1f} (the first "
+        f"{r['admitted_spread'][0]:.1f}, half {r['admitted_spread'][1]:.1f}), first status round "
         f"{s['status']:.1f}, webhooks configured {s['webhooks']:.1f} -> start-up "
         f"{max(s['admitted'], s['status']):.1f} s (quotas only: {r['startup_quotas']})\n"
         f"  {r['startup_loaded_line']}\n  {r['startup_status_line']}\n"
