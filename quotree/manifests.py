@@ -19,6 +19,8 @@ from typing import Any, BinaryIO
 
 import yaml
 
+from quotree import fast_yaml
+
 __all__ = ["EXTENSIONS", "STDIN", "InputError", "load_documents", "manifest_files"]
 
 #: The path that stands for standard input.
@@ -26,8 +28,11 @@ STDIN = "-"
 #: The files of a directory that are read (kubectl's list).
 EXTENSIONS = (".json", ".yaml", ".yml")
 
-# libyaml's loader when PyYAML has it: ten times faster on a 100k-pod burst.
+# libyaml's loader when PyYAML has it: ten times faster on a 100k-pod burst. With it,
+# `fast_yaml` gives the same objects and errors several times faster still (it builds them
+# without PyYAML's nodes); without it, PyYAML's pure-Python loader, as it always was.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FAST = bool(getattr(yaml, "__with_libyaml__", False)) and _LOADER is not yaml.SafeLoader
 
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8-sig"),
@@ -94,6 +99,8 @@ def _documents(text: str, where: str) -> list[Any]:
         except (ValueError, RecursionError):
             pass  # YAML in flow style, or not valid at all: YAML says which
     try:
+        if _FAST:
+            return fast_yaml.load_all(text)
         return list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
