@@ -32,7 +32,7 @@ EXTENSIONS = (".json", ".yaml", ".yml")
 # `fast_yaml` gives the same objects and errors several times faster still (it builds them
 # without PyYAML's nodes); without it, PyYAML's pure-Python loader, as it always was.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_FAST = bool(getattr(yaml, "__with_libyaml__", False)) and _LOADER is not yaml.SafeLoader
+_FAST = _LOADER is not yaml.SafeLoader  # libyaml is there: fast_yaml builds on it
 
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8-sig"),
