@@ -27,7 +27,7 @@ from quotree.models import GROUP, VERSION
 from quotree_main import startup
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
-from quotree_operator.controller import Controller, tune_garbage_collection
+from quotree_operator.controller import Controller, collector_paused, tune_garbage_collection
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.leader import LeaderLease
 from quotree_operator.lease_api import LeaseCalls
@@ -126,7 +126,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # first), so every later watch event is newer than what was loaded; the pod watch
     # starts from the resourceVersion of load()'s pod list.
     try:
-        await controller.load()
+        with collector_paused():
+            await controller.load()
     except KubeError as exc:
         await kube.close()
         raise kopf.TemporaryError(startup.explain(exc), delay=startup.RETRY_DELAY) from None

@@ -1,12 +1,15 @@
 """The operator's start-up spares the event loop the garbage collector's full passes over
 what it made (controller.tune_garbage_collection): frozen, and the youngest generation
-collected less often; the collector stays on."""
+collected less often; the collector stays on. While the lists load, it is off
+(controller.collector_paused)."""
 
 from __future__ import annotations
 
 import gc
 
-from quotree_operator.controller import GC_YOUNG, tune_garbage_collection
+import pytest
+
+from quotree_operator.controller import GC_YOUNG, collector_paused, tune_garbage_collection
 
 
 def test_the_start_up_is_frozen_and_the_young_generation_collected_less_often() -> None:
@@ -20,3 +23,23 @@ def test_the_start_up_is_frozen_and_the_young_generation_collected_less_often() 
     finally:  # the test process keeps its own collector
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_the_collector_is_off_while_the_start_up_lists_load_and_on_again_after() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("the list failed")
+    assert gc.isenabled()
+
+
+def test_a_collector_someone_else_turned_off_stays_off() -> None:
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
