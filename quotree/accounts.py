@@ -45,6 +45,7 @@ class TreeMember:
         "is_quota",
         "last_scale_total",
         "last_total",
+        "margin_sums",
         "min",
         "name",
         "raw_request",
@@ -100,6 +101,10 @@ class TreeMember:
         #: Per resource, the children's fixed numbers and last scaled guarantees
         #: (`ChildLists`), made at the first full distribution.
         self.scaled: dict[str, ChildLists] = {}
+        #: Per resource, the sums over the children that `deferral.member_margin` reads
+        #: (`deferral.child_sums`), kept until a child's demand moves (`climb.climb` drops
+        #: the entry; a recompute drops them all): they depend on nothing else.
+        self.margin_sums: dict[str, tuple[int, int, int, bool]] = {}
 
     def set_limits(self) -> None:
         """min, cap, floor and sharedWeight for every resource the member takes part in."""

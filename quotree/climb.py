@@ -60,6 +60,7 @@ def climb(
             materialize_path(member, resource)
         member.demand[resource] = new
         parent = path_up[member.name][0]
+        parent.margin_sums.pop(resource, None)  # `deferral.child_sums` read the old demand
         guarantee = member.guarantee.get(resource)
         if guarantee is not None and resource in parent.sum_base:
             parent.sum_base[resource] += min(new, guarantee) - min(old, guarantee)

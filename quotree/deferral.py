@@ -33,23 +33,26 @@ from __future__ import annotations
 
 from quotree.accounts import TreeMember
 
-__all__ = ["UNBOUNDED", "member_margin", "quota_margin"]
+__all__ = ["UNBOUNDED", "child_sums", "member_margin", "quota_margin"]
 
 #: A margin that no fall in runtime can use up.
 UNBOUNDED = 1 << 126
 
 
-def member_margin(member: TreeMember, resource: str) -> int:
-    """How far the parent `member`'s runtime in `resource` may fall, its children fixed,
-    while its distribution stays monotone (see the module's docstring); 0: not at all."""
-    children = member.children_in[resource]
-    total = member.runtime[resource]
+def child_sums(member: TreeMember, resource: str) -> tuple[int, int, int, bool]:
+    """What `member_margin` reads of the parent `member`'s children in `resource`: the sum of
+    their bases (min(demand, min)), how many are hungry (a need above the base and a
+    weight), the largest total below which the regime is one of the monotone ones whatever
+    the rounds do (`top_good`: the bases plus, with one weight, every hungry child's share
+    of the least need), and whether the hungry children share one weight. They depend on
+    the children's demands (their mins and weights are fixed until a rebuild makes new
+    members), so `TreeMember.margin_sums` keeps them until one of those moves."""
     sum_b = 0
     hungry = 0
     least_need = UNBOUNDED
     weight: int | None = None
     one_weight = True
-    for child in children:
+    for child in member.children_in[resource]:
         demand = child.demand[resource]
         low = child.min[resource]
         base = demand if demand < low else low
@@ -63,21 +66,32 @@ def member_margin(member: TreeMember, resource: str) -> int:
                 weight = w
             elif w != weight:
                 one_weight = False
+    top_good = sum_b + hungry * least_need if one_weight else sum_b
+    return sum_b, hungry, top_good, one_weight
+
+
+def member_margin(member: TreeMember, resource: str) -> int:
+    """How far the parent `member`'s runtime in `resource` may fall, its children fixed,
+    while its distribution stays monotone (see the module's docstring); 0: not at all."""
     if member.sum_min[resource] > member.guarantee[resource]:
         return 0  # the mins may be scaled: guarantees would move with the total
-    sum_target = member.sum_target[resource]
+    sums = member.margin_sums.get(resource)
+    if sums is None:
+        sums = member.margin_sums[resource] = child_sums(member, resource)
+    sum_b, hungry, top_good, one_weight = sums
     if hungry <= 1:
         return UNBOUNDED
-    top_good = sum_b + hungry * least_need if one_weight else sum_b
+    sum_target = member.sum_target[resource]
     if top_good >= sum_target - 1:
         return UNBOUNDED  # no total below the targets leaves the monotone regimes
+    total = member.runtime[resource]
     if total >= sum_target:
         return total - sum_target  # it may fall while it stays roomy
     if total <= top_good:
         return UNBOUNDED  # it only goes further down into the same regimes
     if not one_weight:
         return 0
-    return _two_round_margin(children, resource, total - sum_b, hungry)
+    return _two_round_margin(member.children_in[resource], resource, total - sum_b, hungry)
 
 
 def _two_round_margin(children: list[TreeMember], resource: str, leftover: int, hungry: int) -> int:

@@ -127,16 +127,25 @@ class DeferredSubtrees:
         than its slack from the total they are those of, and it falls by at most what
         `cohort` falls."""
         deferred = self.by_resource.get(resource, {})
+        looks_again = self.looks_again
         slack = member_margin(cohort, resource)
         nested: list[TreeMember] = []
         stack = list(cohort.children_in[resource])
         while stack and slack >= need:
             member = stack.pop()
             if member.is_quota:
+                # `quota_margin`, inlined (a successful walk visits every quota below).
+                used = member.used[resource]
+                demand = member.demand[resource]
+                low = member.min[resource]
+                if used > (demand if demand < low else low):
+                    margin = member.runtime[resource] - used
+                    if margin < slack:
+                        slack = margin if margin > 0 else 0
                 # A quota the decider looks at again when its runtime moves is not left
                 # behind a deferral: its fall is reported as an eager tree's would be.
-                margin = 0 if self.looks_again(member.name) else quota_margin(member, resource)
-                slack = min(slack, margin)
+                if slack and looks_again(member.name):
+                    slack = 0
                 continue
             if resource not in member.children_in:
                 continue

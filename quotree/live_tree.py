@@ -132,6 +132,7 @@ def recompute(
             member.demand[resource] = member.clamp(resource)
     parents = [root, *(member for member in order if not member.is_quota)]
     for parent in parents:
+        parent.margin_sums.clear()  # the children's demands were set afresh
         for resource, children in parent.children_in.items():
             parent.sum_min[resource] = sum(c.min[resource] for c in children)
             parent.sum_target[resource] = sum(c.target(resource) for c in children)

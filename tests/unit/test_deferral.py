@@ -15,6 +15,7 @@ import pytest
 from builders import cohort, engine, pod, quota
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_properties import assert_kept_sums_are_fresh
 
 from quotree.accounts import TreeMember
 from quotree.deferral import UNBOUNDED, member_margin
@@ -92,6 +93,19 @@ def test_the_contended_burst_decides_the_same_with_deferred_subtrees() -> None:
     assert lazy_log == eager_log
     evictions = sum(len(entry[1]) for entry in lazy_log[:-2])  # type: ignore[index,arg-type]
     assert evictions > 0  # reclaims happened in between (the demand moved back up)
+
+
+def test_the_kept_child_sums_stay_those_of_the_children_through_the_contended_burst() -> None:
+    """The sums over a parent's children that deciding whether to defer reads
+    (`TreeMember.margin_sums`), kept until a child's demand moves, equal the sums over
+    the children as they are after every round of the burst, and are reused there."""
+    _, eng = _contended_tree()
+    kept = 0
+    for now in _arrive_in_bursts(eng):
+        eng.decide(float(now))
+        kept += assert_kept_sums_are_fresh(eng.tree)
+    assert eng.tree.deferrals > 0
+    assert kept > 0
 
 
 def test_a_tree_alone_defers_nothing_unless_asked() -> None:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from quotree.accounts import TreeMember
 from quotree.admission import IN_QUOTA, OVER_QUOTA
+from quotree.deferral import child_sums, member_margin
 from quotree.engine import Engine
 from quotree.eviction import EXACT_SEARCH_LIMIT, fewest_victims, over_runtime
 from quotree.models import MemberConfig
@@ -909,3 +910,70 @@ def test_deferred_subtrees_taken_into_one_deferred_above_them_stay_right(
         assert lazy is not None
         taken_in += bool(lazy._subtrees.absorbed)
     assert taken_in >= 10  # the streams did reach the case
+
+
+def assert_kept_sums_are_fresh(tree: QuotaTree) -> int:
+    """Every parent's kept child sums (`TreeMember.margin_sums`) equal the sums over its
+    children as they are now (`deferral.child_sums`), and `deferral.member_margin` gives
+    what it gives with nothing kept, for every parent and resource; returns how many sums
+    were kept."""
+    kept = 0
+    for parent in (tree.root, *(n for n in tree.live_members() if not n.is_quota)):
+        for r in parent.children_in:
+            if r not in parent.runtime or r not in parent.guarantee:
+                continue  # never distributed (a resource of no capacity at the root)
+            if r in parent.margin_sums:
+                kept += 1
+                assert parent.margin_sums[r] == child_sums(parent, r), (parent.name, r)
+            margin = member_margin(parent, r)
+            saved = dict(parent.margin_sums)
+            parent.margin_sums.clear()
+            assert member_margin(parent, r) == margin, (parent.name, r)
+            parent.margin_sums.clear()
+            parent.margin_sums.update(saved)
+    return kept
+
+
+@PROPERTY
+@given(st.one_of(scenarios(), even_scenarios(), even_scenarios()), tree_events)
+def test_the_child_sums_a_lazy_tree_keeps_are_those_of_its_children_now(
+    scenario: Scenario, stream: list[tuple[str, int, dict[str, int], bool]]
+) -> None:
+    """A lazy tree keeps, per parent and resource, the sums over the children that deciding
+    whether to defer reads (`TreeMember.margin_sums`, dropped when a child's demand moves).
+    After every pod event and held demand (arriving, leaving, admitted, released, the
+    capacity moving, a read bringing a subtree up to date), each kept one equals the sums
+    over the children as they are, and every margin equals the one computed afresh."""
+    tree = build(scenario).tree
+    tree.set_lazy(True)
+    tree.settle()
+    quotas = sorted(n.name for n in tree.live_members() if n.is_quota)
+    names = sorted(n.name for n in tree.live_members())
+    if not quotas:
+        return
+    requests: dict[str, list[dict[str, int]]] = {q: [] for q in quotas}
+    held: dict[str, list[dict[str, int]]] = {q: [] for q in quotas}
+    for kind, draw, request, read in stream:
+        q = quotas[draw % len(quotas)]
+        if kind == "arrive":
+            if draw % 5 == 0:
+                tree.set_held(q, RESOURCES[draw % 2], request[RESOURCES[draw % 2]])
+            else:
+                tree.add_request(q, request)
+                requests[q].append(request)
+        elif kind == "leave" and requests[q]:
+            tree.add_request(q, requests[q].pop(), -1)
+        elif kind == "admit" and requests[q]:
+            tree.add_used(q, requests[q][-1])
+            held[q].append(requests[q][-1])
+        elif kind == "release" and held[q]:
+            tree.add_used(q, held[q].pop(), -1)
+        elif kind == "capacity":
+            tree.set_capacity(dict.fromkeys(RESOURCES, draw % 150))
+        tree.settle()
+        assert_kept_sums_are_fresh(tree)
+        if read:
+            tree.refresh(names[draw % len(names)])
+            assert_kept_sums_are_fresh(tree)
+    tree.recompute()
+    assert_kept_sums_are_fresh(tree)
