@@ -104,7 +104,7 @@ class TreeMember:
         #: Per resource, the sums over the children that `deferral.member_margin` reads
         #: (`deferral.child_sums`), kept until a child's demand moves (`climb.climb` drops
         #: the entry; a recompute drops them all): they depend on nothing else.
-        self.margin_sums: dict[str, tuple[int, int, int, bool]] = {}
+        self.margin_sums: dict[str, tuple[int, int, int, bool, tuple[int, ...]]] = {}
 
     def set_limits(self) -> None:
         """min, cap, floor and sharedWeight for every resource the member takes part in."""

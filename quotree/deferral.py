@@ -39,12 +39,13 @@ __all__ = ["UNBOUNDED", "child_sums", "member_margin", "quota_margin"]
 UNBOUNDED = 1 << 126
 
 
-def child_sums(member: TreeMember, resource: str) -> tuple[int, int, int, bool]:
+def child_sums(member: TreeMember, resource: str) -> tuple[int, int, int, bool, tuple[int, ...]]:
     """What `member_margin` reads of the parent `member`'s children in `resource`: the sum of
     their bases (min(demand, min)), how many are hungry (a need above the base and a
     weight), the largest total below which the regime is one of the monotone ones whatever
     the rounds do (`top_good`: the bases plus, with one weight, every hungry child's share
-    of the least need), and whether the hungry children share one weight. They depend on
+    of the least need), whether the hungry children share one weight, and the hungry
+    children's needs in name order (`_two_round_margin` deals by them). They depend on
     the children's demands (their mins and weights are fixed until a rebuild makes new
     members), so `TreeMember.margin_sums` keeps them until one of those moves."""
     sum_b = 0
@@ -52,6 +53,7 @@ def child_sums(member: TreeMember, resource: str) -> tuple[int, int, int, bool]:
     least_need = UNBOUNDED
     weight: int | None = None
     one_weight = True
+    needs: list[int] = []
     for child in member.children_in[resource]:
         demand = child.demand[resource]
         low = child.min[resource]
@@ -61,13 +63,14 @@ def child_sums(member: TreeMember, resource: str) -> tuple[int, int, int, bool]:
         w = child.weight[resource]
         if need > 0 and w > 0:
             hungry += 1
+            needs.append(need)
             least_need = min(least_need, need)
             if weight is None:
                 weight = w
             elif w != weight:
                 one_weight = False
     top_good = sum_b + hungry * least_need if one_weight else sum_b
-    return sum_b, hungry, top_good, one_weight
+    return sum_b, hungry, top_good, one_weight, tuple(needs)
 
 
 def member_margin(member: TreeMember, resource: str) -> int:
@@ -78,7 +81,7 @@ def member_margin(member: TreeMember, resource: str) -> int:
     sums = member.margin_sums.get(resource)
     if sums is None:
         sums = member.margin_sums[resource] = child_sums(member, resource)
-    sum_b, hungry, top_good, one_weight = sums
+    sum_b, hungry, top_good, one_weight, needs = sums
     if hungry <= 1:
         return UNBOUNDED
     sum_target = member.sum_target[resource]
@@ -91,26 +94,21 @@ def member_margin(member: TreeMember, resource: str) -> int:
         return UNBOUNDED  # it only goes further down into the same regimes
     if not one_weight:
         return 0
-    return _two_round_margin(member.children_in[resource], resource, total - sum_b, hungry)
+    return _two_round_margin(needs, total - sum_b)
 
 
-def _two_round_margin(children: list[TreeMember], resource: str, leftover: int, hungry: int) -> int:
+def _two_round_margin(needs: tuple[int, ...], leftover: int) -> int:
     """Equal weights, some needs met in the first round: how far the leftover may fall while
     the same children are met in the first round and nobody is met in the second (the
-    returned units are dealt once, by name). Then each share only goes down with it."""
+    returned units are dealt once, by name). Then each share only goes down with it.
+    `needs`: the hungry children's, in name order (`children_in`'s: the order of ties)."""
+    hungry = len(needs)
     share, extra = divmod(leftover, hungry)
-    rank = 0
     returned = 0
     met_need = 0  # the largest need met in the first round
     rooms: list[int] = []  # what the others still need, in name order
-    for child in children:  # children_in is sorted by name: the order of ties
-        demand = child.demand[resource]
-        low = child.min[resource]
-        need = demand - (demand if demand < low else low)
-        if need <= 0 or child.weight[resource] <= 0:
-            continue
-        got = share + (1 if rank < extra else 0)
-        rank += 1
+    for rank, need in enumerate(needs):
+        got = share + 1 if rank < extra else share
         if got >= need:
             returned += got - need
             met_need = max(met_need, need)
