@@ -275,13 +275,21 @@ class DeferredSubtrees:
             member = self._members.get(name)
             if member is not None:
                 near.update(self._path_up[name])
-        moved = sorted(self.moved, key=lambda m: (m[0], m[1].depth, m[1].name))
-        self.moved.clear()
-        for resource, cohort in moved:
-            entry = self.by_resource.get(resource, {}).get(cohort)
+        # Bringing one up to date touches only its own subtree in its resource (deferred
+        # subtrees do not nest), so the boundaries are noted in any order and only the
+        # subtrees brought up to date are sorted (by resource, depth and name).
+        near_moved: list[tuple[str, TreeMember]] = []
+        by_resource = self.by_resource
+        for resource, cohort in self.moved:
+            deferred = by_resource.get(resource)
+            entry = deferred.get(cohort) if deferred else None
             if entry is None:
                 continue
             if cohort in near:
-                self.materialize(cohort, resource)
+                near_moved.append((resource, cohort))
             else:
                 entry.boundary = cohort.runtime[resource]
+        self.moved.clear()
+        near_moved.sort(key=lambda m: (m[0], m[1].depth, m[1].name))
+        for resource, cohort in near_moved:
+            self.materialize(cohort, resource)
