@@ -19,14 +19,17 @@ class ChildLists:
     """A parent's children in one resource as a saturated distribution reads them: names,
     mins and weights in `children_in`'s order (fixed until the next rebuild, which makes
     new members), and the guarantees last scaled from the mins with the total they were
-    scaled to (they depend on nothing else)."""
+    scaled to (they depend on nothing else). The names are in ascending order (`children_in`
+    is sorted by name) and `one_weight` says whether the weights are all the same: what
+    `sharing.water_fill` is told, so that it neither sorts nor compares weights."""
 
-    __slots__ = ("guarantees", "mins", "names", "scale_total", "weights")
+    __slots__ = ("guarantees", "mins", "names", "one_weight", "scale_total", "weights")
 
     def __init__(self, children: list[TreeMember], resource: str) -> None:
         self.names = [child.name for child in children]
         self.mins = [child.min[resource] for child in children]
         self.weights = [child.weight[resource] for child in children]
+        self.one_weight = len(set(self.weights)) <= 1
         self.scale_total = -1  # no guarantees scaled yet
         self.guarantees: list[int] = []
 

@@ -117,7 +117,14 @@ def distribute(
     leftover = total - sum_base
     if leftover > 0:
         needs = list(map(sub, demands, bases))
-        extra = water_fill(leftover, needs, lists.weights, lists.names)
+        extra = water_fill(
+            leftover,
+            needs,
+            lists.weights,
+            lists.names,
+            in_name_order=True,
+            one_weight=lists.one_weight,
+        )
         runtimes = list(map(add, bases, extra))
     else:
         runtimes = bases

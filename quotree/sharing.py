@@ -16,13 +16,22 @@ __all__ = ["proportional", "water_fill"]
 
 
 def water_fill(
-    amount: int, needs: Sequence[int], weights: Sequence[int], names: Sequence[str]
+    amount: int,
+    needs: Sequence[int],
+    weights: Sequence[int],
+    names: Sequence[str],
+    *,
+    in_name_order: bool = False,
+    one_weight: bool = False,
 ) -> list[int]:
     """Share `amount` among claimants, none above its need; returns what each receives.
 
     Claimants with need 0 or weight 0 receive nothing. When the needs add up
     to no more than `amount`, every claimant receives its need (the rounds
-    would reach the same result).
+    would reach the same result). A caller whose `names` are in ascending order
+    says so (`in_name_order`: they are not sorted again), and one whose claimants
+    all have the same weight (`one_weight`: every round is one division, as
+    `_round_shares` finds); the shares are the same.
     """
     count = len(needs)
     got = [0] * count
@@ -36,10 +45,15 @@ def water_fill(
     # The hungry in name order, once: a tie between remainders then goes to the one that
     # comes first in `hungry` (a position, not a string, is compared), and the rounds keep
     # that order. Children lists are kept sorted by name, so this sort finds them in order.
-    hungry.sort(key=names.__getitem__)
+    if not in_name_order:
+        hungry.sort(key=names.__getitem__)
     leftover = amount
     while leftover > 0 and hungry:
-        shares = _round_shares(leftover, [weights[i] for i in hungry])
+        if one_weight:  # `_round_shares`' first case, without looking at the weights
+            share, units = divmod(leftover, len(hungry))
+            shares = [share + 1] * units + [share] * (len(hungry) - units)
+        else:
+            shares = _round_shares(leftover, [weights[i] for i in hungry])
         still_hungry = []
         returned = 0
         for i, share in zip(hungry, shares, strict=True):

@@ -56,6 +56,12 @@ def test_kept_guarantees_and_runtimes_equal_a_fresh_tree(
         q, request, priority = live[key]
         fresh.observe_pod(pod(q, key.split("/")[1], request, priority=priority))
     assert numbers(eng) == numbers(fresh)
+    # What the kept children's lists tell `sharing.water_fill`: names in order, one weight.
+    for parent in (eng.tree.root, *(n for n in eng.tree.live_members() if not n.is_quota)):
+        for r, lists in parent.scaled.items():
+            assert lists.names == sorted(lists.names)
+            assert lists.names == [c.name for c in parent.children_in[r]]
+            assert lists.one_weight == (len(set(lists.weights)) <= 1)
 
 
 def over_by_walking(eng: Engine, member: TreeMember) -> list[str]:

@@ -124,6 +124,20 @@ def test_water_fill_with_one_weight_and_any_name_order_is_the_rounds(
     assert water_fill(amount, needs, weights, names) == rounds(amount, needs, weights, names)
     ordered = sorted(names)  # as a Cohort's children are kept
     assert water_fill(amount, needs, weights, ordered) == rounds(amount, needs, weights, ordered)
+    # What a Cohort tells it (`accounts.ChildLists`): the names in order, one weight or not.
+    told = water_fill(
+        amount,
+        needs,
+        weights,
+        ordered,
+        in_name_order=True,
+        one_weight=len(set(weights)) <= 1,
+    )
+    assert told == rounds(amount, needs, weights, ordered)
+    same = [weights[0]] * len(weights)
+    assert water_fill(amount, needs, same, ordered, in_name_order=True, one_weight=True) == rounds(
+        amount, needs, same, ordered
+    )
 
 
 @settings(max_examples=500, deadline=None)
