@@ -21,9 +21,12 @@ class ChildLists:
     new members), and the guarantees last scaled from the mins with the total they were
     scaled to (they depend on nothing else). The names are in ascending order (`children_in`
     is sorted by name) and `one_weight` says whether the weights are all the same: what
-    `sharing.water_fill` is told, so that it neither sorts nor compares weights."""
+    `sharing.water_fill` is told, so that it neither sorts nor compares weights. `held`
+    is the list of guarantees (`mins` or `guarantees`, the list itself) that every child
+    holds as its guarantee since the parent's last full distribution, None when unknown:
+    only that distribution writes the children's guarantees."""
 
-    __slots__ = ("guarantees", "mins", "names", "one_weight", "scale_total", "weights")
+    __slots__ = ("guarantees", "held", "mins", "names", "one_weight", "scale_total", "weights")
 
     def __init__(self, children: list[TreeMember], resource: str) -> None:
         self.names = [child.name for child in children]
@@ -32,6 +35,7 @@ class ChildLists:
         self.one_weight = len(set(self.weights)) <= 1
         self.scale_total = -1  # no guarantees scaled yet
         self.guarantees: list[int] = []
+        self.held: list[int] | None = None  # none known yet
 
 
 class TreeMember:

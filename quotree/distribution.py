@@ -96,6 +96,9 @@ def distribute(
                 child.guarantee[resource] = low
                 changed.append(child)
         parent.sum_base[resource] = sum_base
+        lists = parent.scaled.get(resource)
+        if lists is not None:
+            lists.held = lists.mins  # every child's guarantee is its min now
         return changed
     lists = parent.scaled.get(resource)
     if lists is None:
@@ -132,6 +135,18 @@ def distribute(
     # comparing whole lists first (most children of a saturated parent move together, but
     # when its guarantees stayed only those whose share moved are visited).
     old_runtimes = [child.runtime.get(resource) for child in children]
+    if guarantees is lists.held:
+        # Every child holds these guarantees already (`ChildLists.held`): only runtimes move.
+        if runtimes == old_runtimes:
+            return changed
+        for child, runtime, old_runtime in zip(children, runtimes, old_runtimes, strict=True):
+            if old_runtime != runtime:
+                if grown is not None and (old_runtime is None or runtime > old_runtime):
+                    grown.add(child.name)
+                child.runtime[resource] = runtime
+                changed.append(child)
+        return changed
+    lists.held = guarantees  # what every child holds once this pass is done
     old_guarantees = [child.guarantee.get(resource) for child in children]
     if runtimes == old_runtimes and guarantees == old_guarantees:
         return changed

@@ -51,6 +51,7 @@ def test_kept_guarantees_and_runtimes_equal_a_fresh_tree(
             eng.set_cluster_node("node-1", capacity)
         if rnd.random() < 0.5:
             eng.decide(float(i))
+            assert_held_guarantees(eng)
     fresh = engine(*scenario.configs, capacity=capacity)
     for key in sorted(eng.pods):  # the engine's: some were evicted
         q, request, priority = live[key]
@@ -62,6 +63,16 @@ def test_kept_guarantees_and_runtimes_equal_a_fresh_tree(
             assert lists.names == sorted(lists.names)
             assert lists.names == [c.name for c in parent.children_in[r]]
             assert lists.one_weight == (len(set(lists.weights)) <= 1)
+    assert_held_guarantees(eng)
+
+
+def assert_held_guarantees(eng: Engine) -> None:
+    """Where a parent's kept lists say which guarantees its children hold (`ChildLists.held`,
+    so that a saturated distribution does not read them again), they hold those."""
+    for parent in (eng.tree.root, *(n for n in eng.tree.live_members() if not n.is_quota)):
+        for r, lists in parent.scaled.items():
+            if lists.held is not None:
+                assert [c.guarantee[r] for c in parent.children_in[r]] == lists.held
 
 
 def over_by_walking(eng: Engine, member: TreeMember) -> list[str]:
