@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import gc
 import json
 import json.scanner
 import math
@@ -38,6 +37,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import yaml
+
+from quotree import collector
 
 __all__ = ["load_all"]
 
@@ -55,12 +56,9 @@ class _NotTaken(Exception):
 
 def load_all(text: str) -> list[Any]:
     """Every document of `text`, as `list(yaml.load_all(text, Loader=yaml.CSafeLoader))`."""
-    # The cyclic garbage collector is off while loading: its passes over the millions of
-    # new dicts and lists of a big input (which hold no cycles) took a fifth of the time
-    # (bench/RESULTS.md). Any cycle left behind (an alias's) is found once it is back on.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    # The cyclic garbage collector is off while loading (collector.py). Any cycle left
+    # behind (an alias's) is found once it is back on.
+    with collector.paused():
         if _standard_loader():
             for way in (_flat_documents, _event_documents):
                 try:
@@ -68,9 +66,6 @@ def load_all(text: str) -> list[Any]:
                 except Exception:  # not taken, or anything else: PyYAML's loader decides
                     pass
         return list(yaml.load_all(text, Loader=yaml.CSafeLoader))
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _standard_loader() -> bool:

@@ -23,11 +23,12 @@ from typing import Any
 import kopf
 from aiohttp import web
 
+from quotree import collector
 from quotree.models import GROUP, VERSION
 from quotree_main import startup
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
-from quotree_operator.controller import Controller, collector_paused, tune_garbage_collection
+from quotree_operator.controller import Controller, tune_garbage_collection
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.leader import LeaderLease
 from quotree_operator.lease_api import LeaseCalls
@@ -126,7 +127,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # first), so every later watch event is newer than what was loaded; the pod watch
     # starts from the resourceVersion of load()'s pod list.
     try:
-        with collector_paused():
+        with collector.paused():  # millions of objects that stay: no passes over them
             await controller.load()
     except KubeError as exc:
         await kube.close()

@@ -16,7 +16,6 @@ import ctypes
 import gc
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from quotree.engine import Decisions, Engine
@@ -32,7 +31,7 @@ from quotree_operator.namespaces import NamespaceLabels
 from quotree_operator.podwatch import PodWatch
 from quotree_operator.status_writer import StatusWriter
 
-__all__ = ["GC_YOUNG", "TICK", "Controller", "collector_paused", "tune_garbage_collection"]
+__all__ = ["GC_YOUNG", "TICK", "Controller", "tune_garbage_collection"]
 
 logger = logging.getLogger("quotree.operator")
 
@@ -46,24 +45,6 @@ def give_back_memory() -> None:
     nothing): the lists of the start-up leave megabytes of them (bench/RESULTS.md)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the start-up's lists, on again after.
-
-    Parsing 30,000 pods makes millions of objects, and the engine built from them keeps
-    many: with the collector on, its passes walked that growing heap again and again, as
-    long as the parsing itself (bench/RESULTS.md). Nothing the load makes is a cycle
-    that must go early: the bodies go by their reference counts, and what is left is
-    collected once, then frozen, by `tune_garbage_collection`."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def tune_garbage_collection() -> None:

@@ -1,7 +1,7 @@
 """The operator's start-up spares the event loop the garbage collector's full passes over
 what it made (controller.tune_garbage_collection): frozen, and the youngest generation
 collected less often; the collector stays on. While the lists load, it is off
-(controller.collector_paused)."""
+(quotree/collector.py, as the simulator's YAML loader pauses it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import gc
 
 import pytest
 
-from quotree_operator.controller import GC_YOUNG, collector_paused, tune_garbage_collection
+from quotree.collector import paused as collector_paused
+from quotree_operator.controller import GC_YOUNG, tune_garbage_collection
 
 
 def test_the_start_up_is_frozen_and_the_young_generation_collected_less_often() -> None:
