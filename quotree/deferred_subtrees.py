@@ -134,14 +134,7 @@ class DeferredSubtrees:
         while stack and slack >= need:
             member = stack.pop()
             if member.is_quota:
-                # `quota_margin`, inlined (a successful walk visits every quota below).
-                used = member.used[resource]
-                demand = member.demand[resource]
-                low = member.min[resource]
-                if used > (demand if demand < low else low):
-                    margin = member.runtime[resource] - used
-                    if margin < slack:
-                        slack = margin if margin > 0 else 0
+                slack = min(slack, quota_margin(member, resource))
                 # A quota the decider looks at again when its runtime moves is not left
                 # behind a deferral: its fall is reported as an eager tree's would be.
                 if slack and looks_again(member.name):
