@@ -12,14 +12,16 @@ totals per quota.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import networkx as nx
 
 from quotree.accounts import TreeMember
 from quotree.distribution import distribute
 from quotree.rules import Problem, tree_problems
 from quotree.structure import ROOT, Structure
 
-__all__ = ["LiveTree", "build", "recompute"]
+__all__ = ["LiveTree", "build", "build_ahead", "recompute"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +35,42 @@ class LiveTree:
     path_up: dict[str, list[TreeMember]]
     # The members outside the live tree, by name, and why.
     problems: dict[str, Problem]
+    # `quotas_below`'s answers so far (the live members do not change).
+    below: dict[str, list[TreeMember]] = field(default_factory=dict)
+
+    def quotas_below(self, member: TreeMember, structure: Structure) -> list[TreeMember]:
+        """The live ElasticQuotas in `member`'s subtree (every one, for the root), by name."""
+        found = self.below.get(member.name)
+        if found is None:
+            if member is self.root:
+                found = sorted((n for n in self.order if n.is_quota), key=lambda n: n.name)
+            else:
+                below = nx.descendants(structure.graph, member.name)
+                members = self.members
+                found = [members[n] for n in sorted(below) if n in members and members[n].is_quota]
+            self.below[member.name] = found
+        return found
+
+
+def build_ahead(structure: Structure) -> None:
+    """Read `structure`'s live tree now, for its next `build` to take unless the structure
+    changed since: a bulk load (the operator's start-up) reads it while its pods arrive,
+    the accounts left to the first refresh. It reads the structure and sets one attribute
+    (the start-up runs it in a thread)."""
+    changes = structure.changes
+    structure.built_ahead = (changes, _read(structure))
 
 
 def build(structure: Structure) -> LiveTree:
     """The live tree of `structure`: its members in order, their paths, who takes part in what."""
+    ahead, structure.built_ahead = structure.built_ahead, None
+    if ahead is not None and ahead[0] == structure.changes:
+        live: LiveTree = ahead[1]
+        return live
+    return _read(structure)
+
+
+def _read(structure: Structure) -> LiveTree:
     own = tree_problems(structure)
     problems = dict(own)
     root = TreeMember(ROOT, None, 0)

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-import networkx as nx
-
 from quotree import live_tree
 from quotree.accounts import TreeMember
 from quotree.climb import climb, mark
@@ -53,7 +51,7 @@ class QuotaTree:
         self._path_up: dict[str, list[TreeMember]] = {}
         self.root = TreeMember(ROOT, None, 0)
         self._order: list[TreeMember] = []  # live members, parents before children
-        self._below: dict[str, list[TreeMember]] = {}  # `quotas_below`'s, until a rebuild
+        self._live: live_tree.LiveTree | None = None  # the last rebuild's
         self._problems: dict[str, Problem] = {}
         self._stale = True
         self._capacity: dict[str, int] = {}
@@ -223,17 +221,8 @@ class QuotaTree:
 
     def quotas_below(self, member: TreeMember) -> list[TreeMember]:
         """The live ElasticQuotas in `member`'s subtree (every one, for the root), by name."""
-        found = self._below.get(member.name)
-        if found is None:
-            # Kept until the next rebuild (the live members change only there).
-            if member is self.root:
-                found = sorted((n for n in self._order if n.is_quota), key=lambda n: n.name)
-            else:
-                below = nx.descendants(self.structure.graph, member.name)
-                members = self._members
-                found = [members[n] for n in sorted(below) if n in members and members[n].is_quota]
-            self._below[member.name] = found
-        return found
+        assert self._live is not None
+        return self._live.quotas_below(member, self.structure)
 
     def over_below(self, member: TreeMember) -> list[TreeMember]:
         """The live ElasticQuotas in `member`'s subtree (every one, for the root) whose used is
@@ -275,11 +264,16 @@ class QuotaTree:
 
     # ------------------------------------------------------------ structure changes
 
+    def build_ahead(self) -> None:
+        """Read the live tree off the configuration now when it changed since the last
+        rebuild, the accounts left to the next refresh (`live_tree.build_ahead`)."""
+        if self._stale:
+            live_tree.build_ahead(self.structure)
+
     def _rebuild(self) -> None:
-        live = live_tree.build(self.structure)
+        live = self._live = live_tree.build(self.structure)
         self.root, self._members, self._order = live.root, live.members, live.order
         self._path_up, self._problems = live.path_up, live.problems
-        self._below = {}
         self._stale = False
         self.recompute()
 

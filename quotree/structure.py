@@ -16,6 +16,7 @@ configuration rules take.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
+from typing import Any
 
 import networkx as nx
 
@@ -44,6 +45,10 @@ class Structure(Mapping[str, MemberConfig]):
         # Every object by name and (kind, namespace): two objects may share a name when they
         # slipped past the webhook (rule 6); the graph holds the first, both stay known.
         self._objects: dict[str, dict[Identity, MemberConfig]] = {}
+        #: Changes so far (`set`, `remove`), and a live tree read off the structure ahead of
+        #: need with the count it was read at (`live_tree.build_ahead`; None: none).
+        self.changes = 0
+        self.built_ahead: tuple[int, Any] | None = None
         for config in (configs or {}).values():
             self.set(config)
 
@@ -69,6 +74,7 @@ class Structure(Mapping[str, MemberConfig]):
 
     def set(self, config: MemberConfig) -> None:
         """Add or replace the object `config` names (by name, kind and namespace)."""
+        self.changes += 1
         name = config.name
         objects = self._objects.setdefault(name, {})
         objects[identity(config)] = config
@@ -91,6 +97,7 @@ class Structure(Mapping[str, MemberConfig]):
         """Forget the object `name` of `kind` in `namespace` (kind None: every object of
         that name). Its children stay, waiting for it; another object of the same name
         takes its place in the graph."""
+        self.changes += 1
         objects = self._objects.get(name, {})
         for key in list(objects):
             if kind is None or key == (kind, namespace):
@@ -198,6 +205,7 @@ class PendingView(Structure):
         self.graph = base.graph
         self._configs = {**base._configs, **self._pending}
         self._objects = base._objects
+        self.changes, self.built_ahead = -1, None  # never built ahead
 
     def set(self, config: MemberConfig) -> None:
         raise TypeError("a PendingView is read-only")
