@@ -27,7 +27,15 @@ from quotree.groups import (
 from quotree.models import ADMISSION_GATE, PREEMPTIBLE_LABEL, ConfigError
 from quotree.quantity import QuantityError, add_amounts, parse_quantity
 
-__all__ = ["NodeSelectorTerm", "PodFacts", "effective_request", "pod_facts", "shared_request"]
+__all__ = [
+    "NodeSelectorTerm",
+    "PodFacts",
+    "effective_request",
+    "facts_from_wire",
+    "facts_to_wire",
+    "pod_facts",
+    "shared_request",
+]
 
 
 #: One term of a required node affinity: (key, operator, values) expressions, all must hold.
@@ -243,4 +251,70 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
         group=group,
         owner_job=sys.intern(owner) if owner else None,
         group_notes=notes,
+    )
+
+
+#: `PodFacts` as plain values (`facts_to_wire`), for a process that reads pods for another.
+Wire = tuple[Any, ...]
+
+
+def facts_to_wire(facts: PodFacts) -> Wire:
+    """The pod's facts as a tuple of plain values that pickle cheaply (the operator's
+    start-up reads its pod list in a helper process: quotree_operator/pod_reader.py)."""
+    return (
+        facts.namespace,
+        facts.name,
+        facts.request,
+        facts.labels,
+        facts.priority,
+        facts.created,
+        facts.node_name,
+        facts.phase,
+        facts.gated,
+        facts.deleting,
+        facts.node_selector or None,  # the shared empty map does not pickle
+        facts.node_affinity,
+        facts.group,
+        facts.owner_job,
+        facts.group_notes or None,
+    )
+
+
+def facts_from_wire(wire: Wire) -> PodFacts:
+    """`facts_to_wire` undone, with the strings that many pods repeat kept once again and
+    the request shared, as `pod_facts` keeps them."""
+    (
+        namespace,
+        name,
+        request,
+        labels,
+        priority,
+        created,
+        node_name,
+        phase,
+        gated,
+        deleting,
+        selector,
+        affinity,
+        group,
+        owner,
+        notes,
+    ) = wire
+    intern = sys.intern
+    return PodFacts(
+        namespace=intern(namespace),
+        name=name,
+        request=shared_request({intern(k): v for k, v in request.items()}),
+        labels={intern(k): intern(v) if type(v) is str else v for k, v in labels.items()},
+        priority=priority,
+        created=created,
+        node_name=intern(node_name) if node_name is not None else None,
+        phase=intern(phase),
+        gated=gated,
+        deleting=deleting,
+        node_selector=selector if selector is not None else _NO_SELECTOR,
+        node_affinity=affinity,
+        group=group,
+        owner_job=intern(owner) if owner is not None else None,
+        group_notes=notes if notes is not None else _NO_SELECTOR,
     )

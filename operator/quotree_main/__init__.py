@@ -122,6 +122,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     except KubeError as exc:
         raise kopf.TemporaryError(startup.explain(exc), delay=startup.RETRY_DELAY) from None
     kube.page_size = config.list_page_size
+    kube.pod_reader = config.list_reader
     controller = Controller(config, kube)
     # Rebuild the engine from the API before Kopf's watches start (start-up handlers run
     # first), so every later watch event is newer than what was loaded; the pod watch

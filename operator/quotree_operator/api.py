@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Protocol
 
+from quotree_operator.pod_entries import PodEntry
+
 __all__ = ["KubeAPI"]
 
 
@@ -26,6 +28,8 @@ class KubeAPI(Protocol):
     async def list_with_version(self, what: str) -> tuple[list[dict[str, Any]], str]: ...
 
     def list_pages(self, what: str) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]: ...
+
+    def list_pod_entries(self) -> AsyncGenerator[tuple[list[PodEntry], str], None]: ...
 
     def watch_events(self, what: str, version: str) -> AsyncGenerator[dict[str, Any], None]: ...
 

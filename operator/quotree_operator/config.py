@@ -74,6 +74,9 @@ class OperatorConfig:
     #: Objects per list request at start-up (QUOTREE_LIST_PAGE_SIZE); 0, the default: one
     #: streamed list per kind from the API server's watch cache (listing.py).
     list_page_size: int = 0
+    #: Read the start-up pod list in a helper process (QUOTREE_LIST_READER, "0" to read it
+    #: in the operator's own process; pod_reader.py).
+    list_reader: bool = True
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> OperatorConfig:
@@ -106,6 +109,7 @@ class OperatorConfig:
             metrics_port=int(env.get("QUOTREE_METRICS_PORT", defaults.metrics_port)),
             maintenance=env.get("QUOTREE_MAINTENANCE", "0") not in ("0", "false", "no", ""),
             list_page_size=int(env.get("QUOTREE_LIST_PAGE_SIZE", defaults.list_page_size)),
+            list_reader=env.get("QUOTREE_LIST_READER", "1") not in ("0", "false", "no", ""),
         )
 
     @property

@@ -31,9 +31,10 @@ from quotree.engine import Engine, PodState
 from quotree.flavor_spec import parse_flavor
 from quotree.group_book import GroupBook
 from quotree.models import ADMISSION_GATE, ConfigError, parse_member
-from quotree.podfacts import PodFacts, pod_facts
+from quotree.podfacts import PodFacts
 from quotree_operator.api import KubeAPI
 from quotree_operator.desired_status import StatusDirty, StatusMemory
+from quotree_operator.pod_entries import PodEntry, pod_entry
 
 __all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals", "object_key"]
 
@@ -212,40 +213,37 @@ class Inputs:
         newer than what the watch shows next, so only the watch or a list confirms that
         a gate removal is done.
         """
-        key = pod_key(body)
-        before = self._counted_as(key)
         if deleted:
-            self.forget_pod(key)
+            self.forget_pod(pod_key(body))
+            self.signals.changed()
+            return
+        self.take_pod(pod_entry(body), read=read)
+
+    def take_pod(self, entry: PodEntry, *, read: bool = False) -> None:
+        """A Pod added or changed, as `pod_entries.pod_entry` read it (here, or in the
+        start-up's helper process: pod_reader.py); `read` as for `observe_pod`."""
+        facts = entry.facts
+        if facts is None:
+            logger.warning("%s", entry.problem)
+            return
+        key = facts.key  # the same string, kept once for the engine and here
+        before = self._counted_as(key)
+        gates = entry.gates
+        if facts.terminal:
+            self.pods.pop(key, None)
+            self.admitting.discard(key)
+            self._job_pod_gone(key)
         else:
-            try:
-                facts = pod_facts(body)
-            except ConfigError as exc:
-                logger.warning("%s", exc)
-                return
-            key = facts.key  # the same string, kept once for the engine and here
-            metadata = body["metadata"]
-            spec = body.get("spec") or {}
-            gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
-            if facts.terminal:
-                self.pods.pop(key, None)
-                self.admitting.discard(key)
-                self._job_pod_gone(key)
-            else:
-                if facts.owner_job is not None and key not in self._pod_jobs:
-                    job = self._pod_jobs[key] = f"{facts.namespace}/{facts.owner_job}"
-                    self.job_pods.setdefault(job, set()).add(key)
-                self.pods[key] = PodHandle(
-                    metadata.get("uid"),
-                    gates,
-                    metadata.get("labels") is not None,
-                    spec.get("nodeSelector") is not None,
-                )
-                if ADMISSION_GATE not in gates and not read:
-                    self.admitting.discard(key)  # the gate removal is done
-            self.engine.observe_pod(facts)
-            self._declare(facts)
-            self._match_gate(facts)
-            self.status_changed(before, self._counted_as(key), facts.namespace)
+            if facts.owner_job is not None and key not in self._pod_jobs:
+                job = self._pod_jobs[key] = f"{facts.namespace}/{facts.owner_job}"
+                self.job_pods.setdefault(job, set()).add(key)
+            self.pods[key] = PodHandle(entry.uid, gates, entry.has_labels, entry.has_node_selector)
+            if ADMISSION_GATE not in gates and not read:
+                self.admitting.discard(key)  # the gate removal is done
+        self.engine.observe_pod(facts)
+        self._declare(facts)
+        self._match_gate(facts)
+        self.status_changed(before, self._counted_as(key), facts.namespace)
         self.signals.changed()
 
     def _counted_as(self, key: str) -> tuple[Any, ...] | None:
@@ -375,15 +373,21 @@ class Inputs:
                 for body in page:
                     self.observe_quota_object(body, deleted=False)
         quotas_done = time.monotonic()
-        # A few at a time, as the list arrives (listing.py): the bodies of 30,000 pods
-        # are never all held at once.
+        # The live trees are read off the quota objects in threads while the pods arrive (the
+        # wait is the API server's; nothing changes the configuration until the load is done).
+        ahead = [asyncio.to_thread(tree.build_ahead) for tree in self.engine.trees.values()]
+        building = asyncio.ensure_future(asyncio.gather(*ahead))
+        # A few at a time, as the list arrives (listing.py, pod_reader.py): the bodies of
+        # 30,000 pods are never all held at once.
         count, version = 0, ""
-        async for page, page_version in kube.list_pages("pods"):
-            version = page_version
-            for body in page:
-                self.observe_pod(body, deleted=False)
-            count += len(page)
-            del page
+        try:
+            async for entries, page_version in kube.list_pod_entries():
+                version = page_version
+                for entry in entries:
+                    self.take_pod(entry)
+                count += len(entries)
+        finally:
+            await building
         logger.info(
             "loaded %d quota objects (%.1fs) and %d pods (%.1fs) from the API",
             len(self.quota_objects),

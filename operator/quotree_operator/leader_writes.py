@@ -19,6 +19,7 @@ from typing import Any
 from quotree_operator.api import KubeAPI
 from quotree_operator.inputs import Signals
 from quotree_operator.kube_errors import KubeError
+from quotree_operator.pod_entries import PodEntry
 
 __all__ = ["LeaderWrites"]
 
@@ -47,6 +48,9 @@ class LeaderWrites:
 
     def list_pages(self, what: str) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
         return self.kube.list_pages(what)
+
+    def list_pod_entries(self) -> AsyncGenerator[tuple[list[PodEntry], str], None]:
+        return self.kube.list_pod_entries()
 
     def watch_events(self, what: str, version: str) -> AsyncGenerator[dict[str, Any], None]:
         return self.kube.watch_events(what, version)

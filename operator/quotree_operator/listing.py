@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.liststream import ListStream
+from quotree_operator.pod_entries import PodEntry, pod_entry
+from quotree_operator.pod_reader import PodReader, ReaderError
 from quotree_operator.resources import call_for
 
 __all__ = ["LIST_TIMEOUT", "Lists"]
@@ -39,12 +42,26 @@ BATCH = 200
 
 Page = tuple[list[dict[str, Any]], str]
 
+#: A list from the API server's watch cache, its answer read as it arrives.
+_STREAM_OPTIONS: dict[str, Any] = {
+    "resource_version": "0",
+    "resource_version_match": "NotOlderThan",
+    "_preload_content": False,
+}
+
+logger = logging.getLogger("quotree.operator")
+
 
 class Lists:
     """The list calls of `client.Kube`; see module docstring."""
 
     #: Objects per request; 0: one streamed list from the watch cache (the default).
     page_size: int = 0
+    #: Read the streamed pod list in a helper process (pod_reader.py; QUOTREE_LIST_READER).
+    pod_reader: bool = True
+    #: The helper stopped on its own once: the process reads its lists itself from then on
+    #: (a class attribute: the start-up's next attempt makes a new `Kube`).
+    reader_failed: bool = False
 
     async def call_raw(self, what: str, coro: Any) -> Any:
         """The call's response, unread (client.Kube makes it)."""
@@ -72,12 +89,7 @@ class Lists:
         return self._streamed(what)
 
     async def _streamed(self, what: str) -> AsyncGenerator[Page, None]:
-        options: dict[str, Any] = {
-            "resource_version": "0",
-            "resource_version_match": "NotOlderThan",
-            "_preload_content": False,
-            "_request_timeout": LIST_TIMEOUT,
-        }
+        options = _STREAM_OPTIONS | {"_request_timeout": LIST_TIMEOUT}
         call, kind = call_for(self, what, options)
         response = await self.call_raw(f"list {what}", call)
         stream = ListStream()
@@ -104,6 +116,72 @@ class Lists:
         for batch in _batches(last, kind):
             yield batch, _version(stream)
         yield [], _version(stream)
+
+    async def list_pod_entries(self) -> AsyncGenerator[tuple[list[PodEntry], str], None]:
+        """Every Pod as `pod_entries.pod_entry` reads it, a batch at a time, each batch with
+        the list's resourceVersion as known so far (the last batch's holds). The streamed
+        list is read in a helper process (pod_reader.py) unless `pod_reader` is off or the
+        helper cannot start; pages are read here."""
+        if self.page_size > 0 or not self.pod_reader or Lists.reader_failed:
+            async for page, version in self.list_pages("pods"):
+                yield [pod_entry(body) for body in page], version
+            return
+        try:
+            reader = await PodReader.start()
+        except OSError as exc:
+            logger.warning("pods are read in this process: the list reader did not start: %s", exc)
+            async for page, version in self.list_pages("pods"):
+                yield [pod_entry(body) for body in page], version
+            return
+        try:
+            async for batch in self._read_by(reader):
+                yield batch, ""
+        finally:
+            await reader.close()
+        metadata = reader.fields.get("metadata") or {}
+        yield [], str(metadata.get("resourceVersion") or "")
+
+    async def _read_by(self, reader: PodReader) -> AsyncGenerator[list[PodEntry], None]:
+        """The streamed pod list, its bytes passed to `reader` while its entries come back."""
+        options = _STREAM_OPTIONS | {"_request_timeout": LIST_TIMEOUT}
+        call, _ = call_for(self, "pods", options)
+        response = await self.call_raw("list pods", call)
+
+        async def pump() -> None:
+            try:
+                async for chunk in response.content.iter_any():
+                    await reader.feed(chunk)
+            finally:
+                # Cut short too: the helper then says the list ends early, and this task's
+                # own error is the one reported.
+                await reader.end()
+
+        feeding = asyncio.ensure_future(pump())
+        try:
+            async for batch in reader.entries():
+                yield batch
+            await feeding
+        except ReaderError as exc:
+            # A list cut on the way is the helper's error too (its input ended early): the
+            # cut, when there was one, is what to report, once the feeding has stopped.
+            await asyncio.wait([feeding], timeout=5)
+            cause: BaseException | None = None
+            if feeding.done() and not feeding.cancelled():
+                cause = feeding.exception()
+            if cause is None:
+                # The helper failed on its own: the next lists are read in this process.
+                Lists.reader_failed = True
+                logger.warning("list pods: %s; the next lists are read in this process", exc)
+                cause = exc
+            raise KubeError(0, f"list pods: {type(cause).__name__}: {cause}") from None
+        except Exception as exc:
+            if isinstance(exc, (OSError, TimeoutError)) or _from_aiohttp(exc):
+                raise KubeError(0, f"list pods: {type(exc).__name__}: {exc}") from None
+            raise
+        finally:
+            if not feeding.done():
+                feeding.cancel()
+            response.close()
 
     async def _paged(self, what: str) -> AsyncGenerator[Page, None]:
         """Pages of `page_size` objects; the next page is asked for while the caller takes

@@ -24,6 +24,7 @@ from quotree.models import STANDING_LABEL
 from quotree_operator.api import KubeAPI
 from quotree_operator.bodies import job_suspension
 from quotree_operator.kube_errors import KubeError
+from quotree_operator.pod_entries import PodEntry, pod_entry
 from quotree_webhooks.settings import WebhookApi
 
 
@@ -122,6 +123,11 @@ class FakeKube:
 
     async def list_pages(self, what: str) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
         yield await self.list_with_version(what)
+
+    async def list_pod_entries(self) -> AsyncGenerator[tuple[list[PodEntry], str], None]:
+        # Read here, as a paged list is: the helper process has tests of its own.
+        async for page, version in self.list_pages("pods"):
+            yield [pod_entry(body) for body in page], version
 
     async def watch_events(self, what: str, version: str) -> AsyncGenerator[dict[str, Any], None]:
         self._answer("watch")
