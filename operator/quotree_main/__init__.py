@@ -16,6 +16,7 @@ annotations). Pods, Cohorts and ElasticQuotas are not watched through Kopf
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,12 +24,11 @@ from typing import Any
 import kopf
 from aiohttp import web
 
-from quotree import collector
 from quotree.models import GROUP, VERSION
 from quotree_main import startup
 from quotree_operator.client import Kube
 from quotree_operator.config import OperatorConfig
-from quotree_operator.controller import Controller, tune_garbage_collection
+from quotree_operator.controller import Controller, tune_after_first_decisions
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.leader import LeaderLease
 from quotree_operator.lease_api import LeaseCalls
@@ -127,13 +127,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # Rebuild the engine from the API before Kopf's watches start (start-up handlers run
     # first), so every later watch event is newer than what was loaded; the pod watch
     # starts from the resourceVersion of load()'s pod list.
+    # Millions of objects that stay: no collector passes over them while they are made,
+    # nor until they are frozen out of its passes after the first decisions.
+    gc.disable()
     try:
-        with collector.paused():  # millions of objects that stay: no passes over them
-            await controller.load()
+        await controller.load()
     except KubeError as exc:
+        gc.enable()
         await kube.close()
         raise kopf.TemporaryError(startup.explain(exc), delay=startup.RETRY_DELAY) from None
-    tune_garbage_collection()  # what the start-up made lives on: out of the full collections
     webhooks = None
     if config.webhooks:
         webhooks = WebhookState(
@@ -166,6 +168,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             ("quotree-decisions", controller.decision_loop()),
             ("quotree-status", controller.status_writer.run()),
             ("quotree-lease", lease.run()),
+            ("quotree-gc", tune_after_first_decisions(controller.signals)),
         )
     )
     logger.info(

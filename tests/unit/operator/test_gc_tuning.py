@@ -1,16 +1,23 @@
 """The operator's start-up spares the event loop the garbage collector's full passes over
 what it made (controller.tune_garbage_collection): frozen, and the youngest generation
-collected less often; the collector stays on. While the lists load, it is off
-(quotree/collector.py, as the simulator's YAML loader pauses it)."""
+collected less often; the collector is on again after. While the lists load, and until
+the first decisions are handed on, it is off (`tune_after_first_decisions`); the
+simulator's YAML loader pauses it the same way (quotree/collector.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 
 import pytest
 
 from quotree.collector import paused as collector_paused
-from quotree_operator.controller import GC_YOUNG, tune_garbage_collection
+from quotree_operator.controller import (
+    GC_YOUNG,
+    tune_after_first_decisions,
+    tune_garbage_collection,
+)
+from quotree_operator.inputs import Signals
 
 
 def test_the_start_up_is_frozen_and_the_young_generation_collected_less_often() -> None:
@@ -44,3 +51,35 @@ def test_a_collector_someone_else_turned_off_stays_off() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+async def test_the_start_up_is_frozen_once_the_first_decisions_are_handed_on() -> None:
+    before = gc.get_threshold()
+    signals = Signals()
+    gc.disable()  # as the start-up leaves it after the load
+    try:
+        waiting = asyncio.ensure_future(tune_after_first_decisions(signals, limit=30))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        assert not gc.isenabled()  # no collection before the first admissions
+        signals.decided.set()
+        await asyncio.wait_for(waiting, 5)
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.enable()
+        gc.unfreeze()
+        gc.set_threshold(*before)
+
+
+async def test_a_standby_is_frozen_after_the_limit() -> None:
+    before = gc.get_threshold()
+    gc.disable()
+    try:
+        await asyncio.wait_for(tune_after_first_decisions(Signals(), limit=0.05), 5)
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.enable()
+        gc.unfreeze()
+        gc.set_threshold(*before)
