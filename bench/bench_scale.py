@@ -37,6 +37,9 @@ Phases, all in one run:
    its duration); the standby's RSS (a warm engine that writes nothing);
 9. baseline: the start-up of 5 with paged lists (QUOTREE_LIST_PAGE_SIZE=500, the way
    the operator listed before its lists came from the watch cache): list + load and RSS.
+10. the start-up with the pod list read in the operator's own process
+   (QUOTREE_LIST_READER=0) and in its helper process (the default), twice each,
+   alternated: loaded, leading, and the operator's CPU until loaded.
 
 RSS: per pod = (RSS with pods, 20 s after serving - RSS quotas only) / pods, per quota
 object = (RSS quotas only - idle RSS) / objects.
@@ -257,6 +260,12 @@ def metrics() -> dict[str, float]:
         if m:
             out[m.group(1)] = float(m.group(2))
     return out
+
+
+def _cpu_s(pid: int) -> float:
+    """The process's CPU time so far (user and system), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Startup:
@@ -604,6 +613,20 @@ async def run(api: Api, r: dict[str, Any], nq: int, middle: int, n_pods: int) ->
     log(f"paged lists: start-up {st.at}, RSS 20 s after leading {r['rss_paged']:.1f} MiB")
     stop(op)
 
+    # 10. the streamed start-up again, with the pod list read in the operator's own process
+    # (QUOTREE_LIST_READER=0) and in the helper (the default), each twice, alternated: what
+    # the helper process saves, on the same cluster and at the same time
+    r["reader_ab"] = []
+    for reader in ("0", "1", "0", "1"):
+        op = operator(f"reader{reader}", {"QUOTREE_LIST_READER": reader})
+        st = Startup(op, time.monotonic())
+        await st.follow(("loaded",))
+        cpu = _cpu_s(op.proc.pid)
+        await st.follow(("loaded", "leading"))
+        r["reader_ab"].append((reader, st.at["loaded"], st.at["leading"], cpu))
+        log(f"pod list reader={reader}: {st.at}, CPU until loaded {cpu:.1f} s")
+        stop(op)
+
 
 LEASE_S = 15  # the Lease's duration (leader.py)
 FAILOVER_PODS, FAILOVER_RATE = 240, 4.0
@@ -731,7 +754,13 @@ def report(r: dict[str, Any], nq: int, nc: int, n_pods: int) -> None:
         f"- baseline, paged lists (QUOTREE_LIST_PAGE_SIZE=500): loaded "
         f"{r['paged_startup']['loaded']:.1f} s, leading {r['paged_startup']['leading']:.1f} s; "
         f"{r['paged_loaded_line']}; RSS 20 s after leading {r['rss_paged']:.1f} MiB "
-        f"({paged_per_pod:.2f} KiB per pod)"
+        f"({paged_per_pod:.2f} KiB per pod)\n"
+        + "".join(
+            f"- pod list read {'in a helper process' if reader == '1' else 'in-process'} "
+            f"(QUOTREE_LIST_READER={reader}): loaded {loaded:.1f} s, leading {leading:.1f} s, "
+            f"operator CPU until loaded {cpu:.1f} s\n"
+            for reader, loaded, leading, cpu in r["reader_ab"]
+        )
     )
     (RUN / "result.json").write_text(json.dumps(r, indent=1))
 
