@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from quotree.engine import Decisions, Engine
+from quotree_operator import loading
 from quotree_operator.actuator import Actuator
 from quotree_operator.api import KubeAPI
 from quotree_operator.config import OperatorConfig
@@ -112,7 +113,7 @@ class Controller:
         """Rebuild the engine from the API; call before any watch starts. Jobs come
         before pods, so that a Job's pods find their group."""
         self._jobs_version = await self.jobs.load(self.kube)
-        self._pods_version = await self.inputs.load(self.kube)
+        self._pods_version = await loading.load(self.inputs, self.kube)
         give_back_memory()
 
     async def watch_quota_objects(self, kind: str) -> None:

@@ -2,7 +2,7 @@
 
 `Inputs` keeps the live `quotree.Engine` current from three sources: the Kopf handlers
 for cluster nodes, ResourceFlavors, Cohorts and ElasticQuotas (quotree_main), the
-operator's own pod watch (podwatch.py) and the start-up listing (`load`). It also keeps
+operator's own pod watch (podwatch.py) and the start-up listing (loading.py). It also keeps
 what the other parts need to write back: each pod's gates and uid (actuator.py), each
 quota object's kind and namespace and whether its spec could be read (status_writer.py).
 Every change raises `Signals.changed()`; no API write starts here.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +31,6 @@ from quotree.flavor_spec import parse_flavor
 from quotree.group_book import GroupBook
 from quotree.models import ADMISSION_GATE, ConfigError, parse_member
 from quotree.podfacts import PodFacts
-from quotree_operator.api import KubeAPI
 from quotree_operator.desired_status import StatusDirty, StatusMemory
 from quotree_operator.pod_entries import PodEntry, pod_entry
 
@@ -130,7 +128,8 @@ class Inputs:
         self.keys_by_name: dict[str, set[str]] = {}
         #: Which statuses may have changed (status_writer.py takes it each round).
         self.dirty = StatusDirty()
-        #: resourceVersion of load()'s Cohort and ElasticQuota lists: their watches start there.
+        #: resourceVersion of the start-up's Cohort and ElasticQuota lists (loading.py): their
+        #: watches start there.
         self.list_versions: dict[str, str] = {}
         #: "namespace/job" -> its pods not finished (jobs.py resumes an evicted Job when
         #: none is left).
@@ -355,44 +354,3 @@ class Inputs:
             self.observe_pod(body, deleted=False)
         logger.info("pod watch: listed %d pods again", len(bodies))
         self.signals.changed()
-
-    async def load(self, kube: KubeAPI) -> str:
-        """Rebuild the engine from the API before the watches start (restart safety).
-
-        Cluster nodes and quota objects first, so that pods find their quotas and capacity.
-        Returns the resourceVersion of the pod list, for the pod watch to start from.
-        """
-        for body in await kube.list_all("ResourceFlavor"):
-            self.observe_flavor(body, deleted=False)
-        for body in await kube.list_all("nodes"):
-            self.observe_cluster_node(body, deleted=False)
-        started = time.monotonic()
-        for kind in ("Cohort", "ElasticQuota"):
-            async for page, page_version in kube.list_pages(kind):
-                self.list_versions[kind] = page_version
-                for body in page:
-                    self.observe_quota_object(body, deleted=False)
-        quotas_done = time.monotonic()
-        # The live trees are read off the quota objects in threads while the pods arrive (the
-        # wait is the API server's; nothing changes the configuration until the load is done).
-        ahead = [asyncio.to_thread(tree.build_ahead) for tree in self.engine.trees.values()]
-        building = asyncio.ensure_future(asyncio.gather(*ahead))
-        # A few at a time, as the list arrives (listing.py, pod_reader.py): the bodies of
-        # 30,000 pods are never all held at once.
-        count, version = 0, ""
-        try:
-            async for entries, page_version in kube.list_pod_entries():
-                version = page_version
-                for entry in entries:
-                    self.take_pod(entry)
-                count += len(entries)
-        finally:
-            await building
-        logger.info(
-            "loaded %d quota objects (%.1fs) and %d pods (%.1fs) from the API",
-            len(self.quota_objects),
-            quotas_done - started,
-            count,
-            time.monotonic() - quotas_done,
-        )
-        return version
