@@ -164,7 +164,11 @@ def main() -> None:
     # Nothing here is a cycle, and every body goes as soon as it is read: the collector's
     # passes would only walk the parse (collector.py says the same of the operator's load).
     gc.disable()
-    serve(sys.stdin.buffer, sys.stdout.buffer)
+    try:
+        serve(sys.stdin.buffer, sys.stdout.buffer)
+    except Exception as exc:  # one line for the operator's error (`PodReader.entries`)
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

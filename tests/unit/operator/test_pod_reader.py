@@ -218,3 +218,10 @@ async def test_a_helper_that_stops_on_its_own_leaves_the_next_lists_to_this_proc
     again = StreamedLists(Response(RAW))
     entries = [e async for batch, _ in again.list_pod_entries() for e in batch]
     assert entries == [pod_entry(b) for b in PODS]
+
+
+async def test_a_helper_that_fails_says_why_in_one_line() -> None:
+    raw = b'{"items": [{"spec": {}}], "metadata": {}}'  # an item no API server sends
+    with pytest.raises(ReaderError) as caught:
+        await _read(raw, 7)
+    assert str(caught.value).endswith("(exit status 1): KeyError: 'metadata'")
