@@ -136,6 +136,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         gc.enable()
         await kube.close()
         raise kopf.TemporaryError(startup.explain(exc), delay=startup.RETRY_DELAY) from None
+    except BaseException:
+        gc.enable()
+        raise
     webhooks = None
     if config.webhooks:
         webhooks = WebhookState(

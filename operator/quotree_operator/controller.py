@@ -39,6 +39,8 @@ logger = logging.getLogger("quotree.operator")
 TICK = 1.0  # seconds between decisions when nothing changes (the reclaim delay needs a clock)
 #: Allocations between two collections of the youngest generation (Python's default: 700).
 GC_YOUNG = 10_000
+#: Seconds the start-up's collection waits after the first decisions are handed on.
+ADMISSIONS_FIRST = 1.0
 
 
 def give_back_memory() -> None:
@@ -78,7 +80,7 @@ async def tune_after_first_decisions(signals: Signals, limit: float = 30.0) -> N
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(limit):
             await signals.decided.wait()
-    await asyncio.sleep(0)  # the first admissions' requests are sent first
+    await asyncio.sleep(ADMISSIONS_FIRST)  # the first gate removals are on their way
     tune_garbage_collection()
 
 
