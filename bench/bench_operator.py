@@ -212,6 +212,12 @@ def _tree(ns: str) -> str:
     return "\n---\n".join(docs)
 
 
+def _cpu_s(pid: int) -> float:
+    """The process's CPU time so far (user and system), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

@@ -40,6 +40,7 @@ from bench_operator import (  # noqa: E402
     NS_PREFIX,
     QUOTAS,
     Api,
+    _cpu_s,
     _delete_namespace,
     _session,
     _tree,
@@ -84,12 +85,6 @@ async def _create(api: Api, ns: str, n: int, grouped: bool) -> None:
             await api.call("POST", f"/api/v1/namespaces/{ns}/pods", _pod(ns, i, grouped))
 
     await asyncio.gather(*(one(i) for i in range(n)))
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
 async def _turn(api: Api, pid: int, n: int, grouped: bool, label: str) -> tuple[float, float]:

@@ -86,7 +86,7 @@ os.environ.update(
 )
 
 import aiohttp  # noqa: E402
-from bench_operator import GATE, Api, _rss_mb, _session  # noqa: E402
+from bench_operator import GATE, Api, _cpu_s, _rss_mb, _session  # noqa: E402
 
 from tests.e2e import cluster  # noqa: E402
 from tests.e2e.operator_proc import (  # noqa: E402
@@ -260,12 +260,6 @@ def metrics() -> dict[str, float]:
         if m:
             out[m.group(1)] = float(m.group(2))
     return out
-
-
-def _cpu_s(pid: int) -> float:
-    """The process's CPU time so far (user and system), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Startup:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Iterator
 
 import pytest
 
@@ -53,33 +54,35 @@ def test_a_collector_someone_else_turned_off_stays_off() -> None:
         gc.enable()
 
 
-async def test_the_start_up_is_frozen_once_the_first_decisions_are_handed_on() -> None:
-    before = gc.get_threshold()
-    signals = Signals()
-    gc.disable()  # as the start-up leaves it after the load
-    try:
-        waiting = asyncio.ensure_future(tune_after_first_decisions(signals, limit=30))
-        await asyncio.sleep(0.05)
-        assert not waiting.done()
-        assert not gc.isenabled()  # no collection before the first admissions
-        signals.decided.set()
-        await asyncio.wait_for(waiting, 5)
-        assert gc.isenabled()
-        assert gc.get_freeze_count() > 0
-    finally:
-        gc.enable()
-        gc.unfreeze()
-        gc.set_threshold(*before)
-
-
-async def test_a_standby_is_frozen_after_the_limit() -> None:
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """The collector off, as the start-up leaves it after the load; the test process's own
+    collector (on, unfrozen, its thresholds) given back after."""
     before = gc.get_threshold()
     gc.disable()
     try:
-        await asyncio.wait_for(tune_after_first_decisions(Signals(), limit=0.05), 5)
-        assert gc.isenabled()
-        assert gc.get_freeze_count() > 0
+        yield
     finally:
         gc.enable()
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+@pytest.mark.usefixtures("collector_off")
+async def test_the_start_up_is_frozen_once_the_first_decisions_are_handed_on() -> None:
+    signals = Signals()
+    waiting = asyncio.ensure_future(tune_after_first_decisions(signals, limit=30))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    assert not gc.isenabled()  # no collection before the first admissions
+    signals.decided.set()
+    await asyncio.wait_for(waiting, 5)
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 0
+
+
+@pytest.mark.usefixtures("collector_off")
+async def test_a_standby_is_frozen_after_the_limit() -> None:
+    await asyncio.wait_for(tune_after_first_decisions(Signals(), limit=0.05), 5)
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 0
