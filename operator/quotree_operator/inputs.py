@@ -32,7 +32,7 @@ from quotree.group_book import GroupBook
 from quotree.models import ADMISSION_GATE, ConfigError, parse_member
 from quotree.podfacts import PodFacts
 from quotree_operator.desired_status import StatusDirty, StatusMemory
-from quotree_operator.pod_entries import PodEntry, pod_entry
+from quotree_operator.pod_entries import PodEntry, pod_entry, pod_key
 
 __all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals", "object_key"]
 
@@ -92,11 +92,6 @@ class QuotaObject:
 
 def object_key(kind: str, namespace: str | None, name: str) -> str:
     return f"{kind}/{namespace or ''}/{name}"
-
-
-def pod_key(body: Mapping[str, Any]) -> str:
-    metadata = body["metadata"]
-    return f"{metadata.get('namespace')}/{metadata['name']}"
 
 
 class Inputs:

@@ -47,6 +47,7 @@ _STREAM_OPTIONS: dict[str, Any] = {
     "resource_version": "0",
     "resource_version_match": "NotOlderThan",
     "_preload_content": False,
+    "_request_timeout": LIST_TIMEOUT,
 }
 
 logger = logging.getLogger("quotree.operator")
@@ -89,8 +90,7 @@ class Lists:
         return self._streamed(what)
 
     async def _streamed(self, what: str) -> AsyncGenerator[Page, None]:
-        options = _STREAM_OPTIONS | {"_request_timeout": LIST_TIMEOUT}
-        call, kind = call_for(self, what, options)
+        call, kind = call_for(self, what, dict(_STREAM_OPTIONS))
         response = await self.call_raw(f"list {what}", call)
         stream = ListStream()
         block: list[bytes] = []
@@ -122,14 +122,15 @@ class Lists:
         the list's resourceVersion as known so far (the last batch's holds). The streamed
         list is read in a helper process (pod_reader.py) unless `pod_reader` is off or the
         helper cannot start; pages are read here."""
-        if self.page_size > 0 or not self.pod_reader or Lists.reader_failed:
-            async for page, version in self.list_pages("pods"):
-                yield [pod_entry(body) for body in page], version
-            return
-        try:
-            reader = await PodReader.start()
-        except OSError as exc:
-            logger.warning("pods are read in this process: the list reader did not start: %s", exc)
+        reader = None
+        if self.page_size <= 0 and self.pod_reader and not Lists.reader_failed:
+            try:
+                reader = await PodReader.start()
+            except OSError as exc:
+                logger.warning(
+                    "pods are read in this process: the list reader did not start: %s", exc
+                )
+        if reader is None:
             async for page, version in self.list_pages("pods"):
                 yield [pod_entry(body) for body in page], version
             return
@@ -143,8 +144,7 @@ class Lists:
 
     async def _read_by(self, reader: PodReader) -> AsyncGenerator[list[PodEntry], None]:
         """The streamed pod list, its bytes passed to `reader` while its entries come back."""
-        options = _STREAM_OPTIONS | {"_request_timeout": LIST_TIMEOUT}
-        call, _ = call_for(self, "pods", options)
+        call, _ = call_for(self, "pods", dict(_STREAM_OPTIONS))
         response = await self.call_raw("list pods", call)
 
         async def pump() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from quotree.models import ConfigError
 from quotree.podfacts import PodFacts, Wire, facts_from_wire, facts_to_wire, pod_facts
 
-__all__ = ["PodEntry", "entry_from_wire", "entry_to_wire", "pod_entry"]
+__all__ = ["PodEntry", "entry_from_wire", "entry_to_wire", "pod_entry", "pod_key"]
 
 
 @dataclass(slots=True)
@@ -34,10 +34,16 @@ class PodEntry:
     has_node_selector: bool
 
 
+def pod_key(body: Mapping[str, Any]) -> str:
+    """The pod's "namespace/name", read off its body."""
+    metadata = body["metadata"]
+    return f"{metadata.get('namespace')}/{metadata['name']}"
+
+
 def pod_entry(body: Mapping[str, Any]) -> PodEntry:
     """Read a Pod body (as the API serves it)."""
     metadata = body["metadata"]
-    key = f"{metadata.get('namespace')}/{metadata['name']}"
+    key = pod_key(body)
     try:
         facts: PodFacts | None = pod_facts(body)
     except ConfigError as exc:
