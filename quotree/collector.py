@@ -1,10 +1,11 @@
 """The cyclic garbage collector paused while a large input is read into lasting objects.
 
-Why a module of its own: two readers build millions of objects that hold no cycles and
-mostly stay (the simulator's YAML, `fast_yaml.py`; the operator's start-up lists, its
-controller), and with the collector on, its passes walked that growing heap again and
-again: a fifth of the simulator's load and as much CPU as the operator's parse itself
-(bench/RESULTS.md). Both pause it the same way, here.
+Why a module of its own: a reader that builds millions of objects that hold no cycles
+and mostly stay (the simulator's YAML, `fast_yaml.py`) had the collector's passes walk
+that growing heap again and again: a fifth of the simulator's load (bench/RESULTS.md).
+The operator's start-up has the same cause but keeps the collector off past the load,
+until its first decisions (`quotree_operator.controller.tune_after_first_decisions`),
+so it turns it off and on itself.
 """
 
 from __future__ import annotations

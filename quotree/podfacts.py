@@ -196,6 +196,11 @@ def _affinity_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
     return tuple(terms)
 
 
+def _interned(labels: Mapping[str, Any]) -> dict[str, Any]:
+    """The labels with their keys and string values kept once (thousands of pods repeat them)."""
+    return {sys.intern(k): sys.intern(v) if type(v) is str else v for k, v in labels.items()}
+
+
 #: The node selector of every pod that has none (read-only, shared).
 _NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
 
@@ -213,10 +218,7 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
     priority = spec.get("priority")
     node_name = spec.get("nodeName") or None
     selector = spec.get("nodeSelector")
-    labels = {
-        sys.intern(k): sys.intern(v) if type(v) is str else v
-        for k, v in (metadata.get("labels") or {}).items()
-    }
+    labels = _interned(metadata.get("labels") or {})
     annotations = metadata.get("annotations") or {}
     notes: Mapping[str, str] = _NO_SELECTOR  # the same shared empty map
     if POD_GROUP_SIZE_ANNOTATION in annotations or POD_GROUP_MIN_ANNOTATION in annotations:
@@ -305,7 +307,7 @@ def facts_from_wire(wire: Wire) -> PodFacts:
         namespace=intern(namespace),
         name=name,
         request=shared_request({intern(k): v for k, v in request.items()}),
-        labels={intern(k): intern(v) if type(v) is str else v for k, v in labels.items()},
+        labels=_interned(labels),
         priority=priority,
         created=created,
         node_name=intern(node_name) if node_name is not None else None,
