@@ -2,7 +2,7 @@
 what it made (controller.tune_garbage_collection): frozen, and the youngest generation
 collected less often; the collector is on again after. While the lists load, and until
 the first decisions are handed on, it is off (`tune_after_first_decisions`); the
-simulator's YAML loader pauses it the same way (quotree/collector.py)."""
+simulator's YAML loader pauses it around its load (quotree/collector.py)."""
 
 from __future__ import annotations
 
