@@ -26,9 +26,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from quotree.models import GROUP, STANDING_LABEL, VERSION
 from quotree_operator import bodies
-from quotree_operator.connection import open_api
+from quotree_operator.connection import list_request, open_api
 from quotree_operator.kube_errors import KubeError
-from quotree_operator.listing import Lists
+from quotree_operator.listing import LIST_TIMEOUT, Lists
+from quotree_operator.pod_reader import ListRequest
 from quotree_operator.resources import call_for, events_of
 
 __all__ = ["Kube"]
@@ -97,6 +98,9 @@ class Kube(Lists):
 
     async def call_raw(self, what: str, coro: Any) -> Any:
         return await self._call(what, coro)
+
+    async def list_request(self, target: str) -> ListRequest | None:
+        return await list_request(self.api, target, LIST_TIMEOUT)
 
     async def read(self, what: str, coro: Any, *, missing_ok: bool = False) -> Any:
         """The call's JSON answer; None for a 404 when `missing_ok`."""

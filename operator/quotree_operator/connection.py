@@ -14,8 +14,9 @@ from pathlib import Path
 from kubernetes_asyncio import client, config
 
 from quotree_operator.kube_errors import CredentialsError
+from quotree_operator.pod_reader import ListRequest
 
-__all__ = ["env_lookups_matter", "open_api"]
+__all__ = ["env_lookups_matter", "list_request", "open_api"]
 
 
 #: Environment variables aiohttp's trust_env reads on each request (any case).
@@ -49,3 +50,28 @@ async def open_api(pool: int = 64) -> client.ApiClient:
         # CPU in a burst: bench/RESULTS.md). With nothing there to find, skip them.
         api.rest_client.pool_manager._trust_env = False
     return api
+
+
+async def list_request(api: client.ApiClient, target: str, timeout: float) -> ListRequest | None:
+    """`target` (a path and query) as this client would ask for it, for a process that
+    makes the call itself (pod_reader.py); None when the client goes through a proxy,
+    which only the client knows how to use."""
+    configuration = api.configuration
+    if configuration.proxy or env_lookups_matter(os.environ):
+        return None
+    headers = {"Accept": "application/json", "Accept-Encoding": "gzip", **api.default_headers}
+    for setting in (await configuration.auth_settings()).values():
+        if setting["in"] != "header":
+            return None
+        headers[setting["key"]] = setting["value"]
+    return ListRequest(
+        url=(configuration.host or "").rstrip("/") + target,
+        headers=headers,
+        ca_file=configuration.ssl_ca_cert,
+        cert_file=configuration.cert_file,
+        key_file=configuration.key_file,
+        verify=bool(configuration.verify_ssl),
+        server_name=configuration.tls_server_name,
+        strict=not configuration.disable_strict_ssl_verification,
+        timeout=timeout,
+    )

@@ -26,7 +26,7 @@ from typing import Any
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.liststream import ListStream
 from quotree_operator.pod_entries import PodEntry, pod_entry
-from quotree_operator.pod_reader import PodReader, ReaderError
+from quotree_operator.pod_reader import ListRequest, PodReader, ReaderError
 from quotree_operator.resources import call_for
 
 __all__ = ["LIST_TIMEOUT", "Lists"]
@@ -49,6 +49,9 @@ _STREAM_OPTIONS: dict[str, Any] = {
     "_preload_content": False,
     "_request_timeout": LIST_TIMEOUT,
 }
+
+#: The same list, as the path and query a helper process asks for (pod_reader.py).
+_POD_LIST = "/api/v1/pods?resourceVersion=0&resourceVersionMatch=NotOlderThan"
 
 logger = logging.getLogger("quotree.operator")
 
@@ -117,15 +120,21 @@ class Lists:
             yield batch, _version(stream)
         yield [], _version(stream)
 
+    async def list_request(self, target: str) -> ListRequest | None:
+        """The call for `target` as a helper process would make it (client.Kube knows
+        how); None: only this process can make it."""
+        return None
+
     async def list_pod_entries(self) -> AsyncGenerator[tuple[list[PodEntry], str], None]:
         """Every Pod as `pod_entries.pod_entry` reads it, a batch at a time, each batch with
         the list's resourceVersion as known so far (the last batch's holds). The streamed
-        list is read in a helper process (pod_reader.py) unless `pod_reader` is off or the
-        helper cannot start; pages are read here."""
+        list is asked for and read by a helper process (pod_reader.py) unless `pod_reader`
+        is off or the helper cannot start; pages are read here."""
         reader = None
         if self.page_size <= 0 and self.pod_reader and not Lists.reader_failed:
+            request = await self.list_request(_POD_LIST)
             try:
-                reader = await PodReader.start()
+                reader = None if request is None else await PodReader.fetch(request)
             except OSError as exc:
                 logger.warning(
                     "pods are read in this process: the list reader did not start: %s", exc
@@ -135,53 +144,17 @@ class Lists:
                 yield [pod_entry(body) for body in page], version
             return
         try:
-            async for batch in self._read_by(reader):
+            async for batch in reader.entries():
                 yield batch, ""
+        except ReaderError as exc:
+            # The helper failed on its own, not the call: the next lists are read here.
+            Lists.reader_failed = True
+            logger.warning("list pods: %s; the next lists are read in this process", exc)
+            raise KubeError(0, f"list pods: ReaderError: {exc}") from None
         finally:
             await reader.close()
         metadata = reader.fields.get("metadata") or {}
         yield [], str(metadata.get("resourceVersion") or "")
-
-    async def _read_by(self, reader: PodReader) -> AsyncGenerator[list[PodEntry], None]:
-        """The streamed pod list, its bytes passed to `reader` while its entries come back."""
-        call, _ = call_for(self, "pods", dict(_STREAM_OPTIONS))
-        response = await self.call_raw("list pods", call)
-
-        async def pump() -> None:
-            try:
-                async for chunk in response.content.iter_any():
-                    await reader.feed(chunk)
-            finally:
-                # Cut short too: the helper then says the list ends early, and this task's
-                # own error is the one reported.
-                await reader.end()
-
-        feeding = asyncio.ensure_future(pump())
-        try:
-            async for batch in reader.entries():
-                yield batch
-            await feeding
-        except ReaderError as exc:
-            # A list cut on the way is the helper's error too (its input ended early): the
-            # cut, when there was one, is what to report, once the feeding has stopped.
-            await asyncio.wait([feeding], timeout=5)
-            cause: BaseException | None = None
-            if feeding.done() and not feeding.cancelled():
-                cause = feeding.exception()
-            if cause is None:
-                # The helper failed on its own: the next lists are read in this process.
-                Lists.reader_failed = True
-                logger.warning("list pods: %s; the next lists are read in this process", exc)
-                cause = exc
-            raise KubeError(0, f"list pods: {type(cause).__name__}: {cause}") from None
-        except Exception as exc:
-            if isinstance(exc, (OSError, TimeoutError)) or _from_aiohttp(exc):
-                raise KubeError(0, f"list pods: {type(exc).__name__}: {exc}") from None
-            raise
-        finally:
-            if not feeding.done():
-                feeding.cancel()
-            response.close()
 
     async def _paged(self, what: str) -> AsyncGenerator[Page, None]:
         """Pages of `page_size` objects; the next page is asked for while the caller takes

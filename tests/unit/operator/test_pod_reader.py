@@ -4,20 +4,27 @@ gives (pod_entries.py), and says so when it cannot."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime as dt
 import json
+import ssl
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from quotree.podfacts import facts_from_wire, facts_to_wire, pod_facts, shared_request
 from quotree_operator import pod_reader
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.listing import Lists
 from quotree_operator.pod_entries import PodEntry, pod_entry
-from quotree_operator.pod_reader import PodReader, ReaderError
+from quotree_operator.pod_reader import ListRequest, PodReader, ReaderError
+from quotree_webhooks import tls
 
 
 def _pod(i: int) -> dict[str, Any]:
@@ -62,25 +69,76 @@ RAW = json.dumps(
 ).encode()
 
 
-async def _read(raw: bytes, chunk: int) -> tuple[list[PodEntry], PodReader]:
-    reader = await PodReader.start()
+class ListServer:
+    """An HTTP server that answers the pod list as the API server would: `raw` in chunks
+    of `chunk` bytes (gzipped when the client asks), cut after `cut` bytes when set, or
+    refused with `status`. It keeps the headers it was sent."""
 
-    async def pump() -> None:
-        for start in range(0, len(raw), chunk):
-            await reader.feed(raw[start : start + chunk])
-        await reader.end()
+    def __init__(self, raw: bytes, *, chunk: int = 997, cut: int | None = None) -> None:
+        self.raw, self.chunk, self.cut = raw, chunk, cut
+        self.status = 200
+        self.headers: dict[str, str] = {}
+        self.url = ""
 
-    feeding = asyncio.ensure_future(pump())
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        self.headers = dict(request.headers)
+        if self.status != 200:
+            body = {"kind": "Status", "message": "pods is forbidden: no list for you"}
+            return web.json_response(body, status=self.status)
+        response = web.StreamResponse()
+        if "gzip" in request.headers.get("Accept-Encoding", ""):
+            response.enable_compression(web.ContentCoding.gzip)
+        await response.prepare(request)
+        end = len(self.raw) if self.cut is None else self.cut
+        for start in range(0, end, self.chunk):
+            await response.write(self.raw[start : min(start + self.chunk, end)])
+        if self.cut is not None:
+            assert request.transport is not None
+            request.transport.close()  # mid-answer, as a connection lost
+            return response
+        await response.write_eof()
+        return response
+
+    def request(self, **fields: Any) -> ListRequest:
+        return ListRequest(url=self.url + "/api/v1/pods?resourceVersion=0", **fields)
+
+
+@contextlib.asynccontextmanager
+async def serving(server: ListServer, ssl_context: ssl.SSLContext | None = None) -> Any:
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", server.answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)
+    await site.start()
+    port = runner.addresses[0][1]
+    server.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{port}"
+    try:
+        yield server
+    finally:
+        await runner.cleanup()
+
+
+async def _entries(request: ListRequest) -> tuple[list[PodEntry], PodReader]:
+    reader = await PodReader.fetch(request)
     try:
         entries = [entry async for batch in reader.entries() for entry in batch]
-        await feeding
     finally:
         await reader.close()
     return entries, reader
 
 
-async def test_the_helper_reads_every_pod_as_this_process_does() -> None:
-    entries, reader = await _read(RAW, 997)
+async def _read(raw: bytes, chunk: int = 997, **fields: Any) -> tuple[list[PodEntry], PodReader]:
+    async with serving(ListServer(raw, chunk=chunk)) as server:
+        return await _entries(server.request(**fields))
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "identity"])
+async def test_the_helper_reads_every_pod_as_this_process_does(encoding: str) -> None:
+    headers = {"Authorization": "Bearer t0ken", "Accept-Encoding": encoding}
+    async with serving(ListServer(RAW)) as server:
+        entries, reader = await _entries(server.request(headers=headers))
+    assert server.headers["Authorization"] == "Bearer t0ken"
     assert entries == [pod_entry(body) for body in PODS]
     assert reader.fields == {"kind": "PodList", "metadata": {"resourceVersion": "77"}}
     bad = entries[13]
@@ -98,6 +156,43 @@ async def test_the_helper_reads_every_pod_as_this_process_does() -> None:
     assert all(shared_request(dict(f.request)) is f.request for f in facts)
 
 
+async def test_the_helper_checks_the_server_as_the_client_would(tmp_path: Path) -> None:
+    """The CA, the client certificate and the name the server's certificate is for."""
+    now = dt.datetime.now(dt.UTC)
+    ca_key, key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    ca = tls.build_ca("test-ca", ca_key, now, 1)
+    files = {
+        "ca.crt": tls.cert_pem(ca),
+        "server.crt": tls.cert_pem(
+            tls.build_cert(ca, ca_key, key, common_name="api", now=now, days=1, hosts=["kube.test"])
+        ),
+        "server.key": tls.key_pem(key),
+        "client.crt": tls.cert_pem(
+            tls.build_cert(ca, ca_key, client_key, common_name="quotree", now=now, days=1)
+        ),
+        "client.key": tls.key_pem(client_key),
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tmp_path / "ca.crt")
+    context.load_cert_chain(tmp_path / "server.crt", tmp_path / "server.key")
+    context.verify_mode = ssl.CERT_REQUIRED  # the client must show its certificate
+    tls_files = {
+        "headers": {},
+        "ca_file": str(tmp_path / "ca.crt"),
+        "cert_file": str(tmp_path / "client.crt"),
+        "key_file": str(tmp_path / "client.key"),
+    }
+    async with serving(ListServer(RAW), context) as server:
+        entries, _ = await _entries(server.request(server_name="kube.test", **tls_files))
+        assert len(entries) == len(PODS)
+        # The certificate is for kube.test, not 127.0.0.1: without the name, refused.
+        with pytest.raises(KubeError) as caught:
+            await _entries(server.request(**tls_files))
+    assert caught.value.status == 0
+    assert "list pods: SSLCertVerificationError" in str(caught.value)
+
+
 def test_facts_cross_between_processes_unchanged() -> None:
     for body in PODS:
         if body["metadata"]["name"] == "p13":
@@ -111,19 +206,44 @@ def test_facts_cross_between_processes_unchanged() -> None:
 async def test_a_list_that_ends_early_is_an_error_naming_it() -> None:
     for cut in (len(RAW) - 300, len(RAW) - 1, 200):
         with pytest.raises(ReaderError, match="the list"):
-            await _read(RAW[:cut], 4096)
+            await _read(RAW[:cut], 4096, headers={})
+
+
+async def test_an_answer_cut_on_the_way_is_a_call_without_answer() -> None:
+    async with serving(ListServer(RAW, chunk=500, cut=len(RAW) // 2)) as server:
+        with pytest.raises(KubeError) as caught:
+            await _entries(server.request(headers={"Accept-Encoding": "identity"}))
+    assert caught.value.status == 0
+    assert str(caught.value).startswith("list pods: IncompleteRead")
+
+
+async def test_a_refused_list_is_the_api_servers_status_and_message() -> None:
+    server = ListServer(RAW)
+    server.status = 403
+    async with serving(server):
+        with pytest.raises(KubeError) as caught:
+            await _entries(server.request(headers={}))
+    assert caught.value.status == 403
+    assert str(caught.value) == "list pods: 403 pods is forbidden: no list for you"
+
+
+async def test_no_api_server_is_a_call_without_answer() -> None:
+    async with serving(ListServer(RAW)) as server:
+        request = server.request(headers={})  # its port, closed once the server is gone
+    with pytest.raises(KubeError) as caught:
+        await _entries(request)
+    assert caught.value.status == 0
+    assert "ConnectionRefusedError" in str(caught.value)
 
 
 async def test_a_helper_that_dies_is_an_error_with_its_exit_status() -> None:
-    reader = await PodReader.start()
-    await reader.feed(RAW[:100])
-    reader._process.kill()
-    with pytest.raises(ReaderError, match="exit status -9"):
-        async for _ in reader.entries():
-            pass
-    await reader.feed(RAW[100:200])  # feeding a stopped helper is not an error of its own
-    await reader.end()
-    await reader.close()
+    async with serving(ListServer(RAW)) as server:
+        reader = await PodReader.fetch(server.request(headers={}))
+        reader._process.kill()
+        with pytest.raises(ReaderError, match="exit status -9"):
+            async for _ in reader.entries():
+                pass
+        await reader.close()
 
 
 class Response:
@@ -151,39 +271,60 @@ class FakeCore:
 
 
 class StreamedLists(Lists):
-    def __init__(self, response: Response, *, page_size: int = 0) -> None:
+    """A client whose list calls answer `response` in this process, and which a helper
+    asks `server` (None: no helper can make its call)."""
+
+    def __init__(self, response: Response, server: ListServer | None = None) -> None:
         self.core = FakeCore()
         self.response = response
-        self.page_size = page_size
+        self.server = server
 
     async def call_raw(self, what: str, coro: Any) -> Any:
         return self.response
 
+    async def list_request(self, target: str) -> ListRequest | None:
+        if self.server is None:
+            return None
+        assert target.startswith("/api/v1/pods?")
+        return self.server.request(headers={})
+
 
 @pytest.mark.parametrize("in_helper", [True, False])
 async def test_the_start_up_list_gives_the_same_entries_and_version(in_helper: bool) -> None:
-    lists = StreamedLists(Response(RAW))
-    lists.pod_reader = in_helper
-    batches = [batch async for batch in lists.list_pod_entries()]
+    async with serving(ListServer(RAW)) as server:
+        lists = StreamedLists(Response(RAW), server)
+        lists.pod_reader = in_helper
+        batches = [batch async for batch in lists.list_pod_entries()]
     assert [e for entries, _ in batches for e in entries] == [pod_entry(b) for b in PODS]
     assert batches[-1][1] == "77"
+    assert bool(server.headers) is in_helper  # the helper made the call, or this process
+    assert lists.response.closed is not in_helper
+
+
+async def test_a_call_only_this_process_can_make_is_made_here() -> None:
+    """A proxy (connection.list_request gives no request): the list is read here."""
+    lists = StreamedLists(Response(RAW), server=None)
+    entries = [e async for batch, _ in lists.list_pod_entries() for e in batch]
+    assert entries == [pod_entry(b) for b in PODS]
     assert lists.response.closed
 
 
 async def test_a_helper_that_cannot_start_leaves_the_reading_to_this_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def no_helper() -> PodReader:
+    async def no_helper(request: ListRequest) -> PodReader:
         raise OSError("no python here")
 
-    monkeypatch.setattr(pod_reader.PodReader, "start", staticmethod(no_helper))
-    lists = StreamedLists(Response(RAW))
-    entries = [e async for batch, _ in lists.list_pod_entries() for e in batch]
+    monkeypatch.setattr(pod_reader.PodReader, "fetch", staticmethod(no_helper))
+    async with serving(ListServer(RAW)) as server:
+        lists = StreamedLists(Response(RAW), server)
+        entries = [e async for batch, _ in lists.list_pod_entries() for e in batch]
     assert entries == [pod_entry(b) for b in PODS]
+    assert not server.headers
 
 
-async def test_an_answer_cut_on_the_way_is_a_call_without_answer_naming_the_cut() -> None:
-    lists = StreamedLists(Response(RAW, cut=len(RAW) // 2))
+async def test_an_answer_cut_on_the_way_here_is_a_call_without_answer_naming_the_cut() -> None:
+    lists = StreamedLists(Response(RAW, cut=len(RAW) // 2), server=None)
     with pytest.raises(KubeError) as caught:
         async for _ in lists.list_pod_entries():
             pass
@@ -195,33 +336,33 @@ async def test_an_answer_cut_on_the_way_is_a_call_without_answer_naming_the_cut(
 async def test_a_helper_that_stops_on_its_own_leaves_the_next_lists_to_this_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def failing_helper() -> PodReader:
+    async def failing_helper(request: ListRequest) -> PodReader:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
-            "import sys; sys.stdin.buffer.read(10); "
-            "print('out of memory', file=sys.stderr); sys.exit(3)",
-            stdin=asyncio.subprocess.PIPE,
+            "import sys; print('out of memory', file=sys.stderr); sys.exit(3)",
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
         return PodReader(process)
 
-    monkeypatch.setattr(pod_reader.PodReader, "start", staticmethod(failing_helper))
+    monkeypatch.setattr(pod_reader.PodReader, "fetch", staticmethod(failing_helper))
     monkeypatch.setattr(Lists, "reader_failed", False)
-    lists = StreamedLists(Response(RAW))
-    with pytest.raises(KubeError) as caught:
-        async for _ in lists.list_pod_entries():
-            pass
-    assert "exit status 3): out of memory" in str(caught.value)
-    assert Lists.reader_failed
-    again = StreamedLists(Response(RAW))
-    entries = [e async for batch, _ in again.list_pod_entries() for e in batch]
+    async with serving(ListServer(RAW)) as server:
+        lists = StreamedLists(Response(RAW), server)
+        with pytest.raises(KubeError) as caught:
+            async for _ in lists.list_pod_entries():
+                pass
+        assert caught.value.status == 0
+        assert "exit status 3): out of memory" in str(caught.value)
+        assert Lists.reader_failed
+        again = StreamedLists(Response(RAW), server)
+        entries = [e async for batch, _ in again.list_pod_entries() for e in batch]
     assert entries == [pod_entry(b) for b in PODS]
 
 
 async def test_a_helper_that_fails_says_why_in_one_line() -> None:
     raw = b'{"items": [{"spec": {}}], "metadata": {}}'  # an item no API server sends
     with pytest.raises(ReaderError) as caught:
-        await _read(raw, 7)
+        await _read(raw, 7, headers={})
     assert str(caught.value).endswith("(exit status 1): KeyError: 'metadata'")
