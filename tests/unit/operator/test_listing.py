@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from quotree_operator import listing
+from quotree_operator import listing, liststream
 from quotree_operator.kube_errors import KubeError
 from quotree_operator.listing import Lists
 from quotree_operator.liststream import ListStream
@@ -40,6 +40,34 @@ def test_every_split_of_the_answer_gives_the_same_items_and_fields(indent: int |
         items, stream = read(raw, size)
         assert items == LIST["items"], size
         assert stream.fields == {k: v for k, v in LIST.items() if k != "items"}, size
+
+
+def test_compact_items_are_parsed_whole_and_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An API server's answer has no space between items: each item up to where the next
+    begins is parsed whole (liststream's faster path), and an item in which that beginning
+    also appears (nested, or not at all) still comes out exactly."""
+    items: list[Any] = [
+        {"metadata": {"name": f"p{i}"}, "spec": {"n": [i, 1.5e3, None, "},{"]}} for i in range(9)
+    ]
+    items[3]["spec"]["volumes"] = [{"a": 1}, {"metadata": {"name": "nested"}}]  # the beginning
+    items[5]["spec"]["note"] = '},{"metadata":'  # in a string (escaped, so never a beginning)
+    compact = {**LIST, "items": items}
+    raw = json.dumps(compact, ensure_ascii=False, separators=(",", ":")).encode()
+    assert raw.count(b'},{"metadata":') == len(items)  # 8 between items, 1 nested
+    whole: list[str] = []
+    parse = liststream.from_json
+
+    def counting(text: str, **options: Any) -> Any:
+        whole.append(text)
+        return parse(text, **options)
+
+    monkeypatch.setattr(liststream, "from_json", counting)
+    for size in (1, 7, 64, 1000, len(raw)):
+        whole.clear()
+        got, stream = read(raw, size)
+        assert got == items, size
+        assert stream.fields == {k: v for k, v in LIST.items() if k != "items"}, size
+        assert whole, size  # the faster path was taken
 
 
 def test_items_come_out_as_soon_as_they_are_complete() -> None:
