@@ -12,6 +12,10 @@ STAMP := $(VENV)/.installed
 	image deploy undeploy docs
 
 $(STAMP): pyproject.toml
+	@case "$(abspath $(BIN))/" in "$(CURDIR)"/*) ;; *) \
+	  echo "make: BIN=$(BIN) is outside this tree: installing this tree there would point" \
+	    "that venv's quotree at this tree; give STAMP=<an existing file> to use it as it is" >&2; \
+	  exit 1;; esac
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
