@@ -93,10 +93,16 @@ echo ">>> applying examples/demo/"
 admitted() {
   "${KC[@]}" get eq "$1" -n "$2" -o jsonpath='{.status.admittedPods}+{.status.pendingPods}' 2>/dev/null
 }
+# The status's used/runtime/min/max column ("cpu 0/0/12/-, ..."): nlp's Job pods are gone
+# from it only once the status round after their completion is written.
+summary() {
+  "${KC[@]}" get "$@" -o jsonpath='{.status.summary}' 2>/dev/null
+}
 for _ in $(seq 1 120); do
   job="$("${KC[@]}" get job finetune -n demo-nlp -o jsonpath='{.status.succeeded}' 2>/dev/null)"
   [[ "$(admitted vision demo-vision)" == "6+0" && "$(admitted ci demo-ci)" == "4+1" \
-    && "${job}" == "4" ]] && break
+    && "${job}" == "4" && "$(summary eq nlp -n demo-nlp)" == "cpu 0/"* \
+    && "$(summary cohort company)" == "cpu 28/"* ]] && break
   sleep 0.5
 done
 sleep 1 # the Cohorts' status follows within a status round
