@@ -112,8 +112,8 @@ class PodReader:
 
     async def entries(self) -> AsyncGenerator[list[PodEntry], None]:
         """The pods' entries, a batch at a time, in the list's order. KubeError when the
-        call failed, ReaderError when the helper finds no list or stops early. `fields`
-        is set once the last batch is out."""
+        call failed or its answer is not one list, ReaderError when the helper stops
+        early. `fields` is set once the last batch is out."""
         from quotree_operator.pod_entries import entry_from_wire  # noqa: PLC0415 (_LATE)
 
         stdout = self._process.stdout
@@ -130,8 +130,8 @@ class PodReader:
             if message[0] == "failed":
                 _, status, detail = message
                 raise KubeError(status, f"list pods: {detail}")
-            if message[0] == "error":
-                raise ReaderError(message[1])
+            if message[0] == "error":  # the answer, not the helper: as one cut on the way
+                raise KubeError(0, f"list pods: {message[1]}")
             self.fields = message[1]
             return
 
