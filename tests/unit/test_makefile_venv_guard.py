@@ -34,10 +34,9 @@ def tree(tmp_path: Path) -> Path:
     return here
 
 
-def _dry_run(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """What `make` would run (nothing is installed)."""
+def _make(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["make", "--no-print-directory", "-n", *args],
+        ["make", "--no-print-directory", *args],
         cwd=tree,
         env=ENV,
         capture_output=True,
@@ -49,15 +48,7 @@ def _dry_run(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_venv_outside_the_tree_is_refused_in_one_line(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "other" / ".venv" / "bin"
-    real = subprocess.run(
-        ["make", "--no-print-directory", "venv", f"BIN={other}"],
-        cwd=tree,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    real = _make(tree, "venv", f"BIN={other}")
     assert real.returncode != 0
     assert f"make: BIN={other} is outside this tree" in real.stderr
     assert "STAMP=<an existing file>" in real.stderr
@@ -65,6 +56,6 @@ def test_a_venv_outside_the_tree_is_refused_in_one_line(tree: Path, tmp_path: Pa
 
 
 def test_the_trees_own_venv_is_installed_as_before(tree: Path) -> None:
-    done = _dry_run(tree, "venv")
+    done = _make(tree, "-n", "venv")  # what it would run: nothing is installed
     assert done.returncode == 0, done.stderr
     assert "pip install --quiet -e '.[dev]'" in done.stdout
