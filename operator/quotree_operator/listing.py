@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from quotree_operator.kube_errors import KubeError
-from quotree_operator.liststream import ListStream
+from quotree_operator.liststream import BLOCK, ListStream
 from quotree_operator.pod_entries import PodEntry, pod_entry
 from quotree_operator.pod_reader import ListRequest, PodReader, ReaderError
 from quotree_operator.resources import call_for
@@ -33,10 +33,6 @@ __all__ = ["LIST_TIMEOUT", "Lists"]
 
 #: Seconds one list may take (tens of MiB at 30,000 pods on a busy API server).
 LIST_TIMEOUT = 600
-#: Bytes of the answer read before its items are taken out. Blocks this large are
-#: allocated apart from the heap and given back whole once read; the network's own
-#: chunks (a few KiB) were measured to leave more memory behind (bench/RESULTS.md).
-BLOCK = 1 << 20
 #: Items handed on together at most.
 BATCH = 200
 

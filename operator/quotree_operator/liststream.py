@@ -24,7 +24,13 @@ from typing import Any
 
 from pydantic_core import from_json
 
-__all__ = ["ListStream"]
+__all__ = ["BLOCK", "ListStream"]
+
+#: Bytes of an answer read before its items are taken out (listing.py, pod_reader.py).
+#: Blocks this large are allocated apart from the heap and given back whole once read;
+#: the network's own chunks (a few KiB) were measured to leave more memory behind
+#: (bench/RESULTS.md).
+BLOCK = 1 << 20
 
 _DECODER = json.JSONDecoder()
 _SPACE = " \t\r\n"

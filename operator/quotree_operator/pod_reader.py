@@ -38,15 +38,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
 from quotree_operator.kube_errors import KubeError
-from quotree_operator.liststream import ListStream
+from quotree_operator.liststream import BLOCK, ListStream
 
 if TYPE_CHECKING:
     from quotree_operator.pod_entries import PodEntry
 
 __all__ = ["ListRequest", "PodReader", "ReaderError"]
 
-#: Bytes the helper reads before it parses (as listing.py's blocks).
-BLOCK = 1 << 20
 #: Entries sent back together at most.
 BATCH = 500
 _LENGTH = 4
