@@ -27,7 +27,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from quotree.models import GROUP, STANDING_LABEL, VERSION
 from quotree_operator import bodies
 from quotree_operator.connection import list_request, open_api
-from quotree_operator.kube_errors import KubeError
+from quotree_operator.kube_errors import KubeError, refused
 from quotree_operator.listing import LIST_TIMEOUT, Lists
 from quotree_operator.pod_reader import ListRequest
 from quotree_operator.resources import call_for, events_of
@@ -89,11 +89,7 @@ class Kube(Lists):
         if not 200 <= status <= 299:  # _preload_content=False skips the client's own check
             body = await response.read()
             await response.release()
-            try:
-                message = json.loads(body).get("message") or ""
-            except (TypeError, ValueError):
-                message = body[:200].decode(errors="replace")
-            raise KubeError(status, f"{what}: {status} {message}")
+            raise refused(what, status, body)
         return response
 
     async def call_raw(self, what: str, coro: Any) -> Any:

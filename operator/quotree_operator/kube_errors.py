@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
-__all__ = ["CredentialsError", "KubeError", "unanswered", "write_event_retrying"]
+__all__ = ["CredentialsError", "KubeError", "refused", "unanswered", "write_event_retrying"]
 
 logger = logging.getLogger("quotree_operator.client")
 
@@ -22,6 +23,16 @@ class KubeError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def refused(what: str, status: int, body: bytes) -> KubeError:
+    """A call the API server answered with `status` (not 2xx), in one line: `<what>:
+    <status> <message>`, the message its Status's, else the start of the body."""
+    try:
+        message = json.loads(body).get("message") or ""
+    except (TypeError, ValueError, AttributeError):  # not JSON, or not an object
+        message = body[:200].decode(errors="replace")
+    return KubeError(status, f"{what}: {status} {message}")
 
 
 def unanswered(exc: KubeError) -> bool:

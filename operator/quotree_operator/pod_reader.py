@@ -15,7 +15,8 @@ its quota objects meanwhile without holding the pods' bytes up.
 The helper is `python -m quotree_operator.pod_reader`: stdin the pickled `ListRequest`,
 stdout frames of 4 bytes of length and a pickle: a batch (a list of wire entries), then
 the list's top-level fields (`("end", fields)`); `("error", message)` when the answer is
-not one list, `("failed", status, message)` when the call failed (status 0: no answer).
+not one list, `("refused", status, body)` when the API server refused the call, and
+`("failed", 0, message)` when it did not answer (or not wholly).
 It uses the standard library's HTTP client only, and exits at the end of the list.
 """
 
@@ -26,7 +27,6 @@ import contextlib
 import gc
 import http.client
 import importlib
-import json
 import os
 import pickle
 import ssl
@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
-from quotree_operator.kube_errors import KubeError
+from quotree_operator.kube_errors import KubeError, refused
 from quotree_operator.liststream import BLOCK, ListStream
 
 if TYPE_CHECKING:
@@ -125,9 +125,11 @@ class PodReader:
             if isinstance(message, list):
                 yield [entry_from_wire(wire) for wire in message]
                 continue
+            if message[0] == "refused":
+                _, status, body = message
+                raise refused("list pods", status, body)
             if message[0] == "failed":
-                _, status, detail = message
-                raise KubeError(status, f"list pods: {detail}")
+                raise KubeError(0, f"list pods: {message[2]}")
             if message[0] == "error":  # the answer, not the helper: as one cut on the way
                 raise KubeError(0, f"list pods: {message[1]}")
             self.fields = message[1]
@@ -240,16 +242,13 @@ def _decoded(response: http.client.HTTPResponse) -> Iterator[bytes]:
         yield inflate.flush()
 
 
-def _refusal(response: http.client.HTTPResponse) -> str:
-    """`<status> <the API server's message>`, as client.py words a refused call."""
+def _refusal(response: http.client.HTTPResponse) -> bytes:
+    """A refusal's body (its Status), for `kube_errors.refused` to word."""
     body = response.read(1 << 16)
     with contextlib.suppress(ValueError, zlib.error):
         if (response.getheader("Content-Encoding") or "").lower() == "gzip":
             body = zlib.decompress(body, wbits=31)
-    message = ""
-    with contextlib.suppress(ValueError, AttributeError):
-        message = json.loads(body).get("message") or ""
-    return f"{response.status} {message or body[:200].decode(errors='replace')}"
+    return body
 
 
 def fetch(request: ListRequest, out: BinaryIO) -> None:
@@ -259,7 +258,7 @@ def fetch(request: ListRequest, out: BinaryIO) -> None:
         importlib.import_module(_LATE)  # while the API server answers
         response = connection.getresponse()
         if response.status != 200:
-            _send(out, ("failed", response.status, _refusal(response)))
+            _send(out, ("refused", response.status, _refusal(response)))
         else:
             serve(_decoded(response), out)
     except (OSError, http.client.HTTPException, zlib.error) as exc:  # no (whole) answer
