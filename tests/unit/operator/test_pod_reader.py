@@ -24,6 +24,7 @@ from quotree_operator.kube_errors import KubeError
 from quotree_operator.listing import Lists
 from quotree_operator.pod_entries import PodEntry, pod_entry
 from quotree_operator.pod_reader import ListRequest, PodReader, ReaderError
+from quotree_operator.podproto import MEDIA_TYPE
 from quotree_webhooks import tls
 
 
@@ -72,10 +73,13 @@ RAW = json.dumps(
 class ListServer:
     """An HTTP server that answers the pod list as the API server would: `raw` in chunks
     of `chunk` bytes (gzipped when the client asks), cut after `cut` bytes when set, or
-    refused with `status`. It keeps the headers it was sent."""
+    refused with `status`; `proto` instead of `raw` when given and the client accepts
+    protobuf. It keeps the headers it was sent."""
 
-    def __init__(self, raw: bytes, *, chunk: int = 997, cut: int | None = None) -> None:
-        self.raw, self.chunk, self.cut = raw, chunk, cut
+    def __init__(
+        self, raw: bytes, *, chunk: int = 997, cut: int | None = None, proto: bytes = b""
+    ) -> None:
+        self.raw, self.chunk, self.cut, self.proto = raw, chunk, cut, proto
         self.status = 200
         self.headers: dict[str, str] = {}
         self.url = ""
@@ -86,12 +90,15 @@ class ListServer:
             body = {"kind": "Status", "message": "pods is forbidden: no list for you"}
             return web.json_response(body, status=self.status)
         response = web.StreamResponse()
+        raw, response.content_type = self.raw, "application/json"
+        if self.proto and MEDIA_TYPE in request.headers.get("Accept", ""):
+            raw, response.content_type = self.proto, MEDIA_TYPE
         if "gzip" in request.headers.get("Accept-Encoding", ""):
             response.enable_compression(web.ContentCoding.gzip)
         await response.prepare(request)
-        end = len(self.raw) if self.cut is None else self.cut
+        end = len(raw) if self.cut is None else self.cut
         for start in range(0, end, self.chunk):
-            await response.write(self.raw[start : min(start + self.chunk, end)])
+            await response.write(raw[start : min(start + self.chunk, end)])
         if self.cut is not None:
             assert request.transport is not None
             request.transport.close()  # mid-answer, as a connection lost
@@ -154,6 +161,29 @@ async def test_the_helper_reads_every_pod_as_this_process_does(encoding: str) ->
     facts = [entry.facts for entry in entries if entry.facts is not None]
     assert all(f.namespace is sys.intern(f"ns-{int(f.name[1:]) % 3}") for f in facts)
     assert all(shared_request(dict(f.request)) is f.request for f in facts)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "identity"])
+async def test_the_helper_asks_for_protobuf_and_reads_it_as_the_json_form(encoding: str) -> None:
+    """A real API server's answers to one list (test_podproto.py): the helper asks for
+    protobuf first, and its entries are those this process reads off the JSON."""
+    data = Path(__file__).parent / "data"
+    listed = json.loads((data / "podlist.json").read_bytes())
+    server = ListServer(b"", proto=(data / "podlist.pb").read_bytes())
+    async with serving(server):
+        entries, reader = await _entries(server.request(headers={"Accept-Encoding": encoding}))
+    assert server.headers["Accept"] == f"{MEDIA_TYPE}, application/json"
+    assert entries == [pod_entry(body) for body in listed["items"]]
+    assert reader.fields == {"metadata": listed["metadata"]}
+
+
+async def test_a_protobuf_answer_cut_short_is_a_call_without_answer() -> None:
+    proto = (Path(__file__).parent / "data" / "podlist.pb").read_bytes()
+    async with serving(ListServer(b"", proto=proto[:-100])) as server:
+        with pytest.raises(KubeError) as caught:
+            await _entries(server.request(headers={}))
+    assert caught.value.status == 0
+    assert str(caught.value) == "list pods: the protobuf answer ended before its list did"
 
 
 async def test_the_helper_checks_the_server_as_the_client_would(tmp_path: Path) -> None:
