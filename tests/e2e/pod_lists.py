@@ -32,7 +32,10 @@ def _kubectl(*args: str) -> str:
 
 
 def settle(timeout: float = 60) -> None:
-    """Apply the pods and wait until the Job's pods are done and the bound ones run."""
+    """Apply the pods and wait until the Job's pods are done and the bound ones run (a
+    namespace left by an earlier run is deleted first)."""
+    _release_held()
+    _kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", f"--timeout={timeout}s")
     _kubectl("apply", "-f", str(DATA / "podproto-pods.yaml"))
     _kubectl("create", "-f", str(DATA / "podproto-generated.yaml"))
     _kubectl("delete", "pod", "-n", NAMESPACE, HELD, "--wait=false")
@@ -49,11 +52,14 @@ def settle(timeout: float = 60) -> None:
 
 def clean_up() -> None:
     """Let the held pod go, and delete the namespace (not waiting)."""
-    _kubectl(
-        "patch", "pod", "-n", NAMESPACE, HELD, "--type=json",
-        "-p", '[{"op":"remove","path":"/metadata/finalizers"}]',
-    )  # fmt: skip
+    _release_held()
     _kubectl("delete", "namespace", NAMESPACE, "--wait=false")
+
+
+def _release_held() -> None:
+    """The held pod's finalizer taken off (nothing when there is no such pod)."""
+    patch = '[{"op":"remove","path":"/metadata/finalizers"}]'
+    cluster.kubectl("patch", "pod", "-n", NAMESPACE, HELD, "--type=json", "-p", patch, check=False)
 
 
 async def _answer(accept: str) -> bytes:
