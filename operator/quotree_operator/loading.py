@@ -4,9 +4,9 @@ Why a module of its own: this is the restart safety (the engine rebuilt from wha
 cluster holds, every later watch event newer than what was loaded) and most of the time
 a start takes (docs/operator.md, "Start-up"), and its order matters: flavors and nodes,
 then Cohorts and ElasticQuotas, then pods, so that pods find their quotas and capacity.
-The pod list is asked for first, and its helper process (pod_reader.py) parses it
-meanwhile: the entries wait in a queue until the flavors, nodes and quotas are in, so the
-time the API server takes to send the pods overlaps with reading everything else.
+The pod list is asked for before the quota objects are read, and its helper process
+(pod_reader.py) parses it meanwhile: the entries wait in a queue until the quotas are
+in, so the time the API server takes to send the pods overlaps with reading the quotas.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ Batch = tuple[list[PodEntry], str]
 async def load(inputs: Inputs, kube: KubeAPI) -> str:
     """Rebuild `inputs`' engine from the API; returns the resourceVersion of the pod list,
     for the pod watch to start from."""
+    for body in await kube.list_all("ResourceFlavor"):
+        inputs.observe_flavor(body, deleted=False)
+    for body in await kube.list_all("nodes"):
+        inputs.observe_cluster_node(body, deleted=False)
     batches: asyncio.Queue[Batch | None] = asyncio.Queue()
 
     async def fetch() -> None:
@@ -41,12 +45,8 @@ async def load(inputs: Inputs, kube: KubeAPI) -> str:
             batches.put_nowait(None)
 
     fetching = asyncio.ensure_future(fetch())
-    await asyncio.sleep(0)  # its request goes out now, before anything else is read
+    await asyncio.sleep(0)  # its request goes out now, before the quota objects are read
     try:
-        for body in await kube.list_all("ResourceFlavor"):
-            inputs.observe_flavor(body, deleted=False)
-        for body in await kube.list_all("nodes"):
-            inputs.observe_cluster_node(body, deleted=False)
         started = time.monotonic()
         for kind in ("Cohort", "ElasticQuota"):
             async for page, page_version in kube.list_pages(kind):
