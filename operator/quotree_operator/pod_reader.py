@@ -7,7 +7,7 @@ before it could admit (bench/RESULTS.md), and none of it needs the engine. So a 
 process does all of it, on the machine's other core: the operator hands it the request
 (`ListRequest`: the URL, the headers with the credentials, the TLS files), the helper
 sends it to the API server itself, asking for protobuf first (the API server writes it
-in about half the time, and it reads here in less than half: podproto.py), parses the
+in about half the time, and it reads here in about half the CPU: podproto.py), parses the
 answer as it arrives (`podproto.ProtoListStream`, or `liststream.ListStream` when the
 answer is JSON), reads each pod
 (`pod_entries.pod_entry`) and sends the entries back in batches as plain tuples
@@ -56,7 +56,7 @@ _LENGTH = 4
 # its request is out, so that the API server works on the answer meanwhile.
 _LATE = "quotree_operator.pod_entries"
 #: Protobuf first: the API server writes it in about half the time of JSON, and it reads
-#: here in less than half (podproto.py); JSON from a server that offers only that.
+#: here in about half the CPU (podproto.py); JSON from a server that offers only that.
 ACCEPT = f"{MEDIA_TYPE}, application/json"
 
 

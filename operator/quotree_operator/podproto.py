@@ -5,7 +5,7 @@ wait before it can admit, and its pace was set by the helper's parse of 100 MB o
 Written as protobuf, the same 30,000 pods take the API server about half the time and
 come in 57 MB; protobuf says each field's length before it, so the reader passes over
 what it does not need (managed fields, volumes, statuses of containers) without looking
-inside, and reads the list in less than half the CPU of JSON (bench/RESULTS.md).
+inside, and reads the list in about half the CPU of JSON (bench/RESULTS.md).
 
 `ProtoListStream` takes the answer's bytes as they arrive and hands out each pod as a body
 of the same shape as its JSON form, holding only the fields that `pod_entries.pod_entry`
