@@ -94,22 +94,22 @@ def _quantity(buf: bytes, start: int, end: int) -> str:
     return "0"
 
 
-def _seconds(buf: bytes, start: int, _end: int) -> datetime:
-    """A meta/v1 Time (the JSON form keeps whole seconds only, and so does this)."""
-    return datetime.fromtimestamp(_message(_TIME)(buf, start, _end).get("seconds", 0), UTC)
-
-
-def _int32(_buf: bytes, value: int, _end: int) -> int:
-    """A varint field of type int32 (a negative one is written 64 bits wide)."""
+def _signed(_buf: bytes, value: int, _end: int) -> int:
+    """A varint field of type int32 or int64 (a negative one is written 64 bits wide)."""
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _seconds(buf: bytes, start: int, end: int) -> datetime:
+    """A meta/v1 Time (the JSON form keeps whole seconds only, and so does this)."""
+    seconds = 0
+    for number, value, _ in _fields(buf, start, end):
+        if number == 1:
+            seconds = _signed(buf, value, -1)
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _bool(_buf: bytes, value: int, _end: int) -> bool:
     return bool(value)
-
-
-def _number(_buf: bytes, value: int, _end: int) -> int:
-    return value
 
 
 _Reader = Callable[[bytes, int, int], Any]
@@ -162,7 +162,6 @@ def _message(table: _Table) -> _Reader:
 
 # The fields the operator reads, by the numbers of k8s.io/api core/v1 and
 # k8s.io/apimachinery meta/v1 generated.proto.
-_TIME: _Table = {1: ("seconds", _number, _ONE)}
 _OWNER = _message(
     {
         1: ("kind", _text, _ONE),
@@ -208,7 +207,7 @@ _SPEC = _message(
         10: ("nodeName", _text, _ONE),
         18: ("affinity", _AFFINITY, _ONE),
         20: ("initContainers", _CONTAINER, _MANY),
-        25: ("priority", _int32, _ONE),
+        25: ("priority", _signed, _ONE),
         32: ("overhead", _quantity, _MAP),
         38: ("schedulingGates", _message({1: ("name", _text, _ONE)}), _MANY),
     }
@@ -307,7 +306,10 @@ class ProtoListStream:
         if number == 2:
             pods.append(pod_body(buf, start, end))
         elif number == 1:  # ListMeta (an empty `continue` is left out, as in JSON)
-            meta = _LIST_META(buf, start, end)
+            try:
+                meta = _LIST_META(buf, start, end)
+            except IndexError:  # a varint cut by the message's end
+                raise ValueError("protobuf answer: the list's metadata is cut") from None
             self.fields["metadata"] = {key: value for key, value in meta.items() if value}
 
     def close(self) -> list[_Body]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from quotree.podfacts import pod_facts
 from quotree_operator.liststream import ListStream
 from quotree_operator.pod_entries import pod_entry
 from quotree_operator.podproto import ProtoListStream, pod_body
@@ -96,3 +97,31 @@ def test_an_empty_list_is_a_list() -> None:
     assert stream.feed(b"k8s\x00\x12\x00") == []
     assert stream.close() == []
     assert stream.fields == {}
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # a negative number is written 64 bits wide
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, content: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(content)) + content
+
+
+def test_numbers_below_zero_read_as_in_the_json_form() -> None:
+    """A Time before 1970 and a priority below zero (int64 and int32, 10 bytes each)."""
+    time = _field(8, _varint(1 << 3 | 0) + _varint(-86400))
+    pod = _field(1, time) + _field(2, _varint(25 << 3 | 0) + _varint(-2_000_000))
+    body = pod_body(pod)
+    listed = {
+        "metadata": {"creationTimestamp": "1969-12-31T00:00:00Z"},
+        "spec": {"priority": -2_000_000},
+        "status": {},
+    }
+    assert pod_facts(body) == pod_facts(listed)
+    assert pod_facts(body).created == -86400
