@@ -59,9 +59,12 @@ echo ">>> starting the operator (log: ${LOG})"
 KUBECONFIG="${OPERATOR_KUBECONFIG}" "${VENV_BIN}/kopf" run --all-namespaces --standalone \
   -m quotree_main >"${LOG}" 2>&1 &
 OPERATOR_PID=$!
+# On Ctrl-C (or TERM) the operator is stopped, and said so, even when it took the same
+# SIGINT from the terminal and ended first; on EXIT only if it still runs (it may have
+# ended on its own).
 stop() {
   trap - INT TERM EXIT
-  if kill -0 "${OPERATOR_PID}" 2>/dev/null; then
+  if [[ "${1:-}" == "signal" ]] || kill -0 "${OPERATOR_PID}" 2>/dev/null; then
     echo ">>> stopping the operator"
     kill -INT "${OPERATOR_PID}" 2>/dev/null || true
     wait "${OPERATOR_PID}" 2>/dev/null || true
@@ -70,7 +73,8 @@ stop() {
   "${KC[@]}" delete mutatingwebhookconfiguration,validatingwebhookconfiguration \
     local.quotree.io --ignore-not-found >/dev/null || true
 }
-trap stop INT TERM EXIT
+trap 'stop signal' INT TERM
+trap stop EXIT
 
 for _ in $(seq 1 120); do
   grep -q "acquired the leader lease" "${LOG}" 2>/dev/null && break
