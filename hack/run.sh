@@ -61,9 +61,10 @@ KUBECONFIG="${OPERATOR_KUBECONFIG}" "${VENV_BIN}/kopf" run --all-namespaces --st
 OPERATOR_PID=$!
 # On Ctrl-C (or TERM) the operator is stopped, and said so, even when it took the same
 # SIGINT from the terminal and ended first; on EXIT only if it still runs (it may have
-# ended on its own).
+# failed on its own).
 stop() {
-  trap - INT TERM EXIT
+  trap '' INT TERM # one Ctrl-C, however late it reaches this script, cuts no clean-up short
+  trap - EXIT
   if [[ "${1:-}" == "signal" ]] || kill -0 "${OPERATOR_PID}" 2>/dev/null; then
     echo ">>> stopping the operator"
     kill -INT "${OPERATOR_PID}" 2>/dev/null || true
@@ -123,4 +124,13 @@ echo
 echo ">>> the tree page: http://127.0.0.1:${QUOTREE_METRICS_PORT:-8000}/ (metrics: /metrics)"
 echo ">>> the operator runs in the foreground (log: ${LOG}); Ctrl-C stops it."
 echo ">>> try: kubectl get coh,eq -A; kubectl describe pod -n demo-ci; make cluster-down"
-wait "${OPERATOR_PID}"
+status=0
+wait "${OPERATOR_PID}" || status=$?
+# Ctrl-C reaches the operator too (a terminal signals the whole process group), and Kopf
+# may have stopped it, cleanly, before this script has run its own trap (which `set -e`
+# would then skip): an operator that ended cleanly was stopped by that Ctrl-C or TERM.
+if [[ "${status}" == 0 ]]; then
+  stop signal
+  exit 130
+fi
+exit "${status}"
