@@ -222,16 +222,20 @@ _POD = _message(
 _LIST_META = _message({2: ("resourceVersion", _text, _ONE), 3: ("continue", _text, _ONE)})
 
 
-def pod_body(buf: bytes, start: int = 0, end: int | None = None) -> _Body:
-    """One core/v1 Pod message as the body `pod_entry` reads (its JSON form, in part)."""
-    end = len(buf) if end is None else end
+def _whole(reader: _Reader, buf: bytes, start: int, end: int) -> _Body:
+    """`reader` over one message from `start` to `end`; a cut message is a ValueError."""
     if end > len(buf):
         raise ValueError(f"protobuf message of {end - start} bytes cut at {len(buf) - start}")
     try:
-        body: _Body = _POD(buf, start, end)
+        body: _Body = reader(buf, start, end)
     except IndexError:  # a varint cut by the message's end
         raise ValueError(f"protobuf message cut inside a number before byte {end}") from None
     return body
+
+
+def pod_body(buf: bytes, start: int = 0, end: int | None = None) -> _Body:
+    """One core/v1 Pod message as the body `pod_entry` reads (its JSON form, in part)."""
+    return _whole(_POD, buf, start, len(buf) if end is None else end)
 
 
 class _More(Exception):
@@ -306,10 +310,7 @@ class ProtoListStream:
         if number == 2:
             pods.append(pod_body(buf, start, end))
         elif number == 1:  # ListMeta (an empty `continue` is left out, as in JSON)
-            try:
-                meta = _LIST_META(buf, start, end)
-            except IndexError:  # a varint cut by the message's end
-                raise ValueError("protobuf answer: the list's metadata is cut") from None
+            meta = _whole(_LIST_META, buf, start, end)
             self.fields["metadata"] = {key: value for key, value in meta.items() if value}
 
     def close(self) -> list[_Body]:
