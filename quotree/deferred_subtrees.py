@@ -12,7 +12,7 @@ tree's own step (`QuotaTree._cascade`), handed in at construction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 from quotree.accounts import TreeMember
@@ -26,7 +26,9 @@ def _never(name: str) -> bool:
 
 
 class _Cascade(Protocol):
-    def __call__(self, cohort: TreeMember, resource: str, *, report: bool) -> None: ...
+    def __call__(
+        self, cohort: TreeMember, resource: str, *, report: bool, keep: Collection[TreeMember] = ()
+    ) -> None: ...
 
 
 class Deferred:
@@ -239,13 +241,79 @@ class DeferredSubtrees:
         cohort.runtime[resource] = now
 
     def materialize_path(self, member: TreeMember, resource: str | None = None) -> None:
-        """Bring the runtimes on `member`'s path (and below it) up to date before they are read."""
+        """Bring the runtimes on `member`'s path (and below it) up to date before they are
+        read. A deferred Cohort on the path is redistributed, and so is the subtree of its
+        child on the path; its other children may stay deferred, each on its own
+        (`_materialize_toward`)."""
+        below: TreeMember | None = None
         for walk in (member, *self._path_up[member.name]):
             resources = self.at.get(walk)
             if resources:
                 for r in sorted(resources) if resource is None else [resource]:
                     if r in resources:
-                        self.materialize(walk, r)
+                        if below is None:
+                            self.materialize(walk, r)
+                        else:
+                            self._materialize_toward(walk, r, below)
+            below = walk
+
+    def _materialize_toward(self, cohort: TreeMember, resource: str, toward: TreeMember) -> None:
+        """`materialize` for a read below `toward`, a child of `cohort`: `cohort`'s own
+        distribution and `toward`'s subtree are brought up to date (the same two steps, with
+        the same reports), and every other child Cohort is deferred on its own instead of
+        redistributed, when its subtree may be: its runtime fell from the total its subtree
+        shows by no more than what is left of the outer slack (plus, for one taken in by
+        `_absorb`, how far it had already fallen). The outer slack bounds every margin in
+        its subtree (`_slack` took the least of them all, and `used_grew_below` keeps it),
+        and its own distribution's margin among them; so it stays as right as it would
+        have under `cohort`. A child whose fall is beyond that, whose guarantee is below its
+        mins, or below which another Cohort was taken in, is brought up to date as before."""
+        outer = self.by_resource[resource][cohort]
+        offsets = outer.offsets or {}
+        nested_below = {above for m in offsets for above in self._path_up[m.name]}
+        left: dict[TreeMember, int] = {}  # child -> the total its subtree's runtimes are those of
+        for child in cohort.children_in[resource]:
+            if child is toward or child.is_quota or resource not in child.children_in:
+                continue
+            shown = child.last_total.get(resource)
+            if shown is not None and child.runtime[resource] == shown and child not in nested_below:
+                left[child] = shown
+        if not left:
+            self.materialize(cohort, resource)
+            return
+        was_moved = (resource, cohort) in self.moved
+        self._forget(cohort, resource)
+        now = cohort.runtime[resource]
+        at_boundary: dict[TreeMember, int] | None = None
+        if outer.boundary is not None:
+            cohort.runtime[resource] = outer.boundary
+            self._cascade(cohort, resource, report=False, keep=left)
+            at_boundary = {child: child.runtime[resource] for child in left}
+        cohort.runtime[resource] = outer.last
+        self._cascade(cohort, resource, report=True, keep=left)
+        cohort.runtime[resource] = now
+        deferred = self.by_resource.setdefault(resource, {})
+        for child, shown in left.items():
+            runtime = child.runtime[resource]
+            slack = outer.slack + offsets.get(child, 0)
+            if (
+                runtime <= shown
+                and shown - runtime <= slack
+                and child.sum_min[resource] <= child.guarantee[resource]
+            ):
+                entry = Deferred(shown, runtime, slack)
+                entry.boundary = None if at_boundary is None else at_boundary[child]
+                deferred[child] = entry
+                self.at.setdefault(child, set()).add(resource)
+                if was_moved:
+                    self.moved.add((resource, child))
+                self.count += 1
+                continue
+            if at_boundary is not None:  # as `materialize`'s two steps
+                child.runtime[resource] = at_boundary[child]
+                self._cascade(child, resource, report=False)
+                child.runtime[resource] = runtime
+            self._cascade(child, resource, report=True)
 
     def materialize_below(self, member: TreeMember) -> None:
         """Bring every runtime in `member`'s subtree, and on its path, up to date."""

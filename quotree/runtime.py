@@ -18,7 +18,7 @@ unevaluated while their share falls are `deferred_subtrees.py`'s to keep.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from quotree import live_tree
 from quotree.accounts import TreeMember
@@ -380,9 +380,12 @@ class QuotaTree:
                 root.runtime[resource] = root.guarantee[resource] = self.root_total(resource)
                 mark(self._dirty, root, resource, None)
 
-    def _cascade(self, cohort: TreeMember, resource: str, *, report: bool) -> None:
+    def _cascade(
+        self, cohort: TreeMember, resource: str, *, report: bool, keep: Collection[TreeMember] = ()
+    ) -> None:
         """Redistribute a deferred subtree (`DeferredSubtrees.materialize`'s step), noting
-        the quotas that changed and the members that gained room when `report`."""
+        the quotas that changed and the members that gained room when `report`; the
+        subtrees of the children in `keep` are left as they are."""
         cascade(
             cohort,
             resource,
@@ -391,4 +394,5 @@ class QuotaTree:
             moved=self._moved,
             over=self._over,
             recheck=self._recheck,
+            keep=keep,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Collection
 
 from quotree.accounts import TreeMember
 from quotree.deferred_subtrees import DeferredSubtrees
@@ -93,10 +94,12 @@ def cascade(
     moved: set[str] | None,
     over: set[TreeMember],
     recheck: set[TreeMember],
+    keep: Collection[TreeMember] = (),
 ) -> None:
     """Redistribute `cohort`'s subtree top-down from its present runtime (a deferred
     subtree brought up to date); `changed`, `grown`, `moved`, `over`, `recheck` as for
-    `settle_resource`, None: not noted."""
+    `settle_resource`, None: not noted. The subtrees of `cohort`'s children in `keep` are
+    left as they are (their own runtimes are redone)."""
     dirty: Dirty = {cohort: None}
     counter = itertools.count()
     heap = [(cohort.depth, next(counter), cohort)]
@@ -113,6 +116,6 @@ def cascade(
                     recheck.add(child)
                 if changed is not None:
                     changed.add(child.name)
-            elif resource in child.children_in and child not in dirty:
+            elif resource in child.children_in and child not in dirty and child not in keep:
                 dirty[child] = {}
                 heapq.heappush(heap, (child.depth, next(counter), child))

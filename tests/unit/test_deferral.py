@@ -315,3 +315,49 @@ def test_a_quota_admitted_into_a_deferred_subtree_is_reported_when_it_goes_over(
     assert q000.used["x"] > q000.runtime["x"]
     assert "q000" in reported[-1][1]
     assert "q000" in reported[-1][0]
+
+
+def _two_tops_of_two(lazy: bool) -> QuotaTree:
+    """t0 and t1, each with two Cohorts of two quotas, on a cluster of 16 (x)."""
+    configs = []
+    for t in range(2):
+        for m in range(2):
+            for q in range(2):
+                configs.append(quota(f"q{t}{m}{q}", f"m{t}{m}", min=2, max=8))
+            configs.append(cohort(f"m{t}{m}", f"t{t}", min=4))
+        configs.append(cohort(f"t{t}", None, min=8))
+    tree = engine(*configs, capacity=16).tree
+    tree.set_lazy(lazy)
+    tree.settle()
+    return tree
+
+
+def test_reading_a_quota_below_a_deferred_cohort_leaves_its_other_cohorts_deferred() -> None:
+    """t0's quotas ask 16 and hold 14 (t1 asks 2); t1 asks 2 more, t0's share falls to 12
+    and its subtree is deferred. Reading q000 brings t0's distribution and m00's subtree up
+    to date; m01's subtree stays as it was, deferred on its own (its share fell within
+    what t0's slack allows), until q010 is read. Every value read is the eager tree's."""
+    trees = {lazy: _two_tops_of_two(lazy) for lazy in (True, False)}
+    for tree in trees.values():
+        for q in ("q000", "q001", "q010", "q011"):
+            tree.add_request(q, {"x": 4})
+        tree.add_request("q100", {"x": 2})
+        tree.settle()
+        tree.refresh("q000")
+        tree.refresh("q010")
+        tree.settle()
+        tree.add_request("q101", {"x": 2})
+        tree.settle()
+    lazy, eager = trees[True], trees[False]
+    deferred = lazy.deferrals
+    assert deferred > 0
+    held = _shown(lazy, "q010", "q011")
+    assert held != _shown(eager, "q010", "q011")  # t0's fall is not carried down yet
+    lazy.refresh("q000")
+    mine = ("t0", "m00", "m01", "q000", "q001")
+    assert _shown(lazy, *mine) == _shown(eager, *mine)
+    assert lazy.deferrals == deferred + 1  # m01, on its own
+    assert _shown(lazy, "q010", "q011") == held
+    lazy.refresh("q010")
+    everyone = tuple(m.name for m in eager.live_members() if "x" in m.runtime)
+    assert _shown(lazy, *everyone) == _shown(eager, *everyone)
