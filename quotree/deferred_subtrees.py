@@ -232,13 +232,21 @@ class DeferredSubtrees:
         all the decider needs)."""
         entry = self._forget(cohort, resource)
         now = cohort.runtime[resource]
-        if entry.boundary is not None:
-            cohort.runtime[resource] = entry.boundary
-            self._cascade(cohort, resource, report=False)
-        if to_last:
-            cohort.runtime[resource] = entry.last
-            self._cascade(cohort, resource, report=True)
+        self._two_steps(cohort, resource, entry.boundary, entry.last if to_last else None)
         cohort.runtime[resource] = now
+
+    def _two_steps(
+        self, cohort: TreeMember, resource: str, boundary: int | None, last: int | None
+    ) -> None:
+        """`materialize`'s two steps for `cohort`'s subtree: redistributed from `boundary`
+        without reporting, then from `last` with the changes reported (None: that step is
+        not taken). `cohort`'s runtime is left at the last one taken."""
+        if boundary is not None:
+            cohort.runtime[resource] = boundary
+            self._cascade(cohort, resource, report=False)
+        if last is not None:
+            cohort.runtime[resource] = last
+            self._cascade(cohort, resource, report=True)
 
     def materialize_path(self, member: TreeMember, resource: str | None = None) -> None:
         """Bring the runtimes on `member`'s path (and below it) up to date before they are
@@ -309,11 +317,9 @@ class DeferredSubtrees:
                     self.moved.add((resource, child))
                 self.count += 1
                 continue
-            if at_boundary is not None:  # as `materialize`'s two steps
-                child.runtime[resource] = at_boundary[child]
-                self._cascade(child, resource, report=False)
-                child.runtime[resource] = runtime
-            self._cascade(child, resource, report=True)
+            self._two_steps(
+                child, resource, None if at_boundary is None else at_boundary[child], runtime
+            )
 
     def materialize_below(self, member: TreeMember) -> None:
         """Bring every runtime in `member`'s subtree, and on its path, up to date."""

@@ -179,6 +179,11 @@ def _two_tops(lazy: bool) -> QuotaTree:
             configs.append(quota(f"q{t}{q}", f"m{t}", min=4, max=8))
         configs.append(cohort(f"m{t}", f"t{t}", min=8))
         configs.append(cohort(f"t{t}", None, min=8))
+    return _settled(configs, lazy)
+
+
+def _settled(configs: list[MemberConfig], lazy: bool) -> QuotaTree:
+    """The tree of `configs` on a cluster of 16 (x), lazy or not, settled once."""
     tree = engine(*configs, capacity=16).tree
     tree.set_lazy(lazy)
     tree.settle()
@@ -326,10 +331,7 @@ def _two_tops_of_two(lazy: bool) -> QuotaTree:
                 configs.append(quota(f"q{t}{m}{q}", f"m{t}{m}", min=2, max=8))
             configs.append(cohort(f"m{t}{m}", f"t{t}", min=4))
         configs.append(cohort(f"t{t}", None, min=8))
-    tree = engine(*configs, capacity=16).tree
-    tree.set_lazy(lazy)
-    tree.settle()
-    return tree
+    return _settled(configs, lazy)
 
 
 def test_reading_a_quota_below_a_deferred_cohort_leaves_its_other_cohorts_deferred() -> None:
