@@ -1,6 +1,6 @@
 """quotree: the quota engine, shared by the operator, the webhooks and `quotree simulate`.
 
-Pure: no Kubernetes client, no network, no clock. See docs/design.md for the map.
+Pure: no Kubernetes client, no network, no clock. See docs/design/map.md for the map.
 """
 
 from quotree.engine import Decisions, Engine, Eviction, PodState, Resolution

@@ -226,7 +226,8 @@ class Placement:
         *,
         placed: dict[object, str],
     ) -> Placed:
-        """Charge a pending pod to the first allowed flavor where it fits now (docs/design.md).
+        """Charge a pending pod to the first allowed flavor where it fits now
+        (docs/design/flavors.md).
 
         A pod's demand counts on one flavor at a time, and runtime follows demand, so
         each flavor is tried with the demand moved there. When none fits now, the pod

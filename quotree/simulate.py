@@ -277,7 +277,7 @@ def _pod_entry(record: PodRecord, engine: Engine | None = None) -> dict[str, Any
         "reason": record.reason,
     }
     if record.flavor is not None:
-        # The flavor it is charged to (pending: the one it waits on; docs/design.md).
+        # The flavor it is charged to (pending: the one it waits on; docs/design/flavors.md).
         entry["flavor"] = record.flavor
     if engine is not None:
         charged = [q for q in (record.quota, *record.also) if q]

@@ -7,7 +7,7 @@ the family its quantities were written in: binary suffixes (Ki, Mi, Gi...), deci
 (k, M, G...) or plain numbers, the one written more often for that resource, the first
 one written on a tie. People write Cohorts, ElasticQuotas, ResourceFlavors and pods; the
 kubelet writes a Node's quantities (memory always in Ki), so they count only for a
-resource nothing else names. The rule is in docs/design.md ("Quantities in the table").
+resource nothing else names. The rule is in docs/design/choices.md ("Quantities in the table").
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ class OperatorConfig:
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 8000
     #: Maintenance mode (QUOTREE_MAINTENANCE=1): admit nothing new, evict nothing, keep
-    #: accounting and reporting (docs/design.md, "Maintenance mode").
+    #: accounting and reporting (docs/design/choices.md, "Maintenance mode").
     maintenance: bool = False
     #: Objects per list request at start-up (QUOTREE_LIST_PAGE_SIZE); 0, the default: one
     #: streamed list per kind from the API server's watch cache (listing.py).

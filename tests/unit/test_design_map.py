@@ -1,11 +1,11 @@
-"""docs/design.md's map and module table name code that exists, so that they cannot drift.
+"""The design pages' map and module table name code that exists, so that they cannot drift.
 
-The map ("Map: each decision, and the one function that makes it") names, in its function
-column, `module.name` or `module.Class.member` of the `quotree` package, or a shell's
-`package.module.Class.member`. Each is imported here: a name the code no longer has, or
-one written without its module, fails. The module table ("The engine's modules") lists
-every module of `quotree/` once. Elsewhere in the docs, a backticked `Class.member` of a
-class the code defines must name a member that class has.
+The map (docs/design/map.md: each decision, and the one function that makes it) names,
+in its function column, `module.name` or `module.Class.member` of the `quotree` package,
+or a shell's `package.module.Class.member`. Each is imported here: a name the code no
+longer has, or one written without its module, fails. The module table
+(docs/design/modules.md) lists every module of `quotree/` once. Elsewhere in the docs, a
+backticked `Class.member` of a class the code defines must name a member that class has.
 """
 
 from __future__ import annotations
@@ -25,19 +25,13 @@ import pytest
 import quotree
 
 ROOT = Path(__file__).resolve().parents[2]
-DESIGN = ROOT / "docs" / "design.md"
-DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+MAP = ROOT / "docs" / "design" / "map.md"
+MODULES = ROOT / "docs" / "design" / "modules.md"
+DOCS = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 #: The shells' packages: their names are written in full in the map.
 SHELLS = ("quotree_operator", "quotree_webhooks", "quotree_kubectl")
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 CODE = re.compile(r"`([^`]+)`")
-
-
-def section(text: str, title: str) -> str:
-    """The text of the `## title` section (up to the next `## ` heading)."""
-    start = text.index(f"\n## {title}")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
 
 
 def table_rows(text: str) -> list[list[str]]:
@@ -121,7 +115,7 @@ def resolve(name: str) -> str | None:
 
 def map_names() -> list[str]:
     """Every backticked name in the map's function column."""
-    rows = table_rows(section(DESIGN.read_text(), "Map: each decision"))
+    rows = table_rows(MAP.read_text())
     assert rows, "the map has no rows"
     names = []
     for cells in rows:
@@ -167,7 +161,7 @@ def engine_modules() -> set[str]:
 
 
 def test_the_module_table_lists_every_engine_module_once() -> None:
-    rows = table_rows(section(DESIGN.read_text(), "The engine's modules"))
+    rows = table_rows(MODULES.read_text())
     listed = [CODE.fullmatch(cells[0]) for cells in rows]
     assert all(listed), f"a module cell that is not one `name`: {[c[0] for c in rows]}"
     names = [m.group(1) for m in listed if m is not None]

@@ -1,6 +1,6 @@
 """Pending pods hold their quota's guarantee on the other flavors they may use (`hold.py`).
 
-docs/design.md, "Pending pods hold their quota's guarantee on their other flavors". The
+docs/design/flavors.md, "Pending pods hold their quota's guarantee on their other flavors". The
 cases the rule was weighed on: (a) a quota frees a GPU on the flavor its pending pod
 does not wait on (old rule: lent to a hungry sibling, taken back, the sibling
 reclaimed 30 s later); (b) an idle quota whose guarantee is lent on both flavors gets

@@ -1,4 +1,4 @@
-"""Several trees, each on its own terms (api.md, "Several trees"; docs/design.md, "Several
+"""Several trees, each on its own terms (api.md, "Several trees"; docs/design/forests.md, "Several
 trees (forests)"): each counts a pod in its own resource names (a team tree that splits GPUs
 by flavor and a project tree written in plain `nvidia.com/gpu`), and in-quota preemption is
 tried in every tree that holds a pod back."""

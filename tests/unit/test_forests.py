@@ -358,7 +358,7 @@ def _doc(kind: str, name: str, spec: dict[str, object], ns: str | None = None) -
 def test_a_flavored_pod_in_a_forest_fits_its_flavor_and_the_project_names_the_same_resource() -> (
     None
 ):
-    """Flavors and several trees together (docs/design.md, "Flavors and several trees"):
+    """Flavors and several trees together (docs/design/forests.md, "Flavors and several trees"):
     the team quota places pods on a100 then h100; the project tree counts the same
     `<resource>@<flavor>` names, so its a100 max holds the third pod back on a100: the pod
     goes to the next flavor where it fits in every tree, h100 (its demand moves in both

@@ -1,5 +1,5 @@
 """The size the project keeps: no module of the engine or the shells over 400 lines, so that
-each part is read in one sitting (docs/design.md, "The engine's modules")."""
+each part is read in one sitting (docs/design/modules.md)."""
 
 from __future__ import annotations
 
