@@ -1,4 +1,4 @@
-"""Command output shown in README.md and docs/*.md, kept equal to what the commands print.
+"""Command output shown in README.md and docs/**/*.md, kept equal to what the commands print.
 
 In those files a fenced block with no language is command output, and the line before it
 names the command in a marker comment:
@@ -47,8 +47,8 @@ E2E_UPDATE = (
 
 
 def doc_files() -> list[Path]:
-    """README.md and every docs/*.md, the files whose outputs are checked."""
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    """README.md and every page under docs/, the files whose outputs are checked."""
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The command output shown in README.md and docs/*.md is the real output (tests/doc_outputs.py).
+"""The command output shown in README.md and docs/**/*.md is the real output (tests/doc_outputs.py).
 
 The offline commands run here and are compared with their blocks; the blocks that need
 the local control plane must be produced by an e2e test that names their command.
