@@ -27,6 +27,7 @@ import base64
 import json
 import os
 import platform
+import re
 import ssl
 import sys
 import time
@@ -370,7 +371,8 @@ def report(r: dict[str, float], n: int, write: bool) -> None:
     if write:
         path = ROOT / "bench" / "RESULTS.md"
         old = path.read_text() if path.exists() else "# Benchmark results\n"
-        start = old.find("## Operator")
+        found = re.search(r"^## Operator\n", old, re.MULTILINE)
+        start = found.start() if found else -1
         if start >= 0:
             end = old.find("\n## ", start + 1)
             old = old[:start] + old[end + 1 :] if end >= 0 else old[:start]

@@ -35,7 +35,7 @@ NODE_LABELS="${QUOTREE_NODE_LABELS-default}"
 
 # Client rate limits of the scheduler and the controller-manager (requests/s and burst).
 # The defaults are upstream's; they cap how fast pods are bound (scheduler) and how fast
-# Jobs make pods (controller-manager), so benchmarks raise them (bench/RESULTS.md says which).
+# Jobs make pods (controller-manager), so benchmarks raise them (bench/history/2026-11-24.md says which).
 SCHEDULER_QPS="${QUOTREE_SCHEDULER_QPS:-50}"
 SCHEDULER_BURST="${QUOTREE_SCHEDULER_BURST:-100}"
 KCM_QPS="${QUOTREE_KCM_QPS:-20}"

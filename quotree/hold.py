@@ -5,7 +5,7 @@ wait flavor, `placement.Placement.place`), and runtime follows demand. Without
 more, the guarantee a quota has on its other flavors is lent to hungry siblings while
 its pods wait on one; when a pod of the quota can run on another, it moves there,
 takes the GPU back, and the sibling is reclaimed 30 s later: pods admitted only to be
-evicted (bench/RESULTS.md, "Engine with 2 resource flavors"). Without flavors that
+evicted (bench/history/2026-11-21-to-24.md, "Engine with 2 resource flavors"). Without flavors that
 cannot happen: a pending pod's request counts in its quota's demand whatever holds it
 back. This module adds, for each quota Q and flavored resource `r` = `<resource>@<f>`,
 a hold to Q's raw request on `r`:
@@ -23,12 +23,12 @@ guarantee is lent on two flavors and that gets pending pods reclaims on both (re
 cannot tell held demand from requested demand), up to one pod per held GPU more than
 its pods need. Narrower rules (only the pods their own quota holds back; only what the
 quota freed while its pods waited) removed that cost but not the churn, and were
-dropped (bench/RESULTS.md keeps their figures). With `EngineOptions.holds` off nothing
+dropped (bench/history/ keeps their figures). With `EngineOptions.holds` off nothing
 is held (the rule without this module), for comparisons. The tree keeps the hold
 (`QuotaTree.set_held`, `QuotaTree.held`) beside its pods' request (`QuotaTree.pod_request`),
 the two inputs of the quota's raw request, so a full recomputation gives the same runtimes
 and `status.request` shows it. Every tree that
-charges the pod holds (its quotas there, `PodRecord.also`). docs/design.md, "Pending
+charges the pod holds (its quotas there, `PodRecord.also`). docs/design/flavors.md, "Pending
 pods hold their quota's guarantee on their other flavors".
 
 The engine feeds it: a pending pod placed (`add`), moved to another flavor (`moved`),

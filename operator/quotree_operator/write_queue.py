@@ -6,10 +6,10 @@ a guarantee moves under thousands of pods, or thousands of pods wait), tens of t
 writes are due at once, and the API takes them a few at a time. One asyncio task per
 write, each parked on a semaphore until its turn, held about 2.4 KiB per pod (the task, its
 coroutine frames, the closure and the semaphore's waiter): half of a new leader's memory
-per pod (bench/RESULTS.md, "Memory per pod: writes due are a queue, not tasks"). Here a pod
-whose write waits is one entry of a dict, and a newer value for a pod replaces the one not
-yet written. One pod's write is never made by two workers at once, so the last value
-decided is the one that stays.
+per pod (bench/history/2026-11-27-2.md, "Memory per pod: writes due are a queue, not
+tasks"). Here a pod whose write waits is one entry of a dict, and a newer value for a pod
+replaces the one not yet written. One pod's write is never made by two workers at once,
+so the last value decided is the one that stays.
 """
 
 from __future__ import annotations
