@@ -166,7 +166,7 @@ def main() -> None:
     parser.add_argument(
         "--baseline",
         help="name=folder: a version run without flavors and with 1 tree only (one from "
-        "before both, such as the engine when issue 13 was opened); every shape is also "
+        "before both, such as the engine before flavors were built); every shape is also "
         "given against it",
     )
     parser.add_argument(

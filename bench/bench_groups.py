@@ -15,7 +15,7 @@ event): every pod arrives (gated); every admitted pod is bound to a Node (its wa
 event); every pod ends, in random order (a group's reservation keeps its room until its
 last pod ends; the pods that waited are admitted meanwhile). Figure: CPU ms per event
 (process time), median over `--repeat` runs, and groups / single pods per phase and in
-all (issue 20's target: within 1.5x).
+all (target: within 1.5x of single pods).
 
 Run: .venv/bin/python bench/bench_groups.py [--repeat 3] [--seed 1]
 Prints a Markdown section for bench/RESULTS.md.

@@ -1,4 +1,4 @@
-"""Scale benchmark on the real API server (a script, not a test): issue 12, target 5.
+"""Scale benchmark on the real API server (a script, not a test): the operator at scale.
 
 10,000 ElasticQuotas under 1,000 Cohorts (10 top-level Cohorts, 990 under them, the
 quotas spread over the 990) in 100 namespaces, and 30,000 pods of 1m cpu (3 per quota,
@@ -724,7 +724,7 @@ def report(r: dict[str, Any], nq: int, nc: int, n_pods: int) -> None:
         f"pods {r['create_pods_s']:.0f} s "
         f"({r['create_pods_rate']:.0f}/s); every bound pod Running {r['kwok_s']:.0f} s later\n"
         f"- start-up, s after the process start: loaded {s['loaded']:.1f}, leading "
-        f"{s['leading']:.1f}, ready to admit (its first admission; issue 21's target: "
+        f"{s['leading']:.1f}, ready to admit (its first admission; target: "
         f"within 15 s) {r['admitted_spread'][0]:.1f}, half the gated pods admitted "
         f"{r['admitted_spread'][1]:.1f}, all {s['admitted']:.1f}, first status round "
         f"{s['status']:.1f}, webhooks configured {s['webhooks']:.1f}; everything done "

@@ -7,7 +7,7 @@
    up): the quotree operator's mutating webhook vs a no-op mutating webhook
    served by the same stack (Kopf's WebhookServer, same TLS, a second process),
    in one run, rounds alternating, each at 50 creates/s (target p99 <= 1.3x).
-3. Burst creation (`--burst N`, issue 12 target 3): N pods per side created with 32
+3. Burst creation (`--burst N`): N pods per side created with 32
    requests in flight, rounds alternating between three namespaces of the same run: no
    webhook called, a no-op mutating webhook on a minimal aiohttp server (its own
    process, TLS), and quotree's webhooks: with the operator admitting the pods as they

@@ -92,7 +92,7 @@ class TreeMember:
         if self.is_quota:
             # An ElasticQuota has no children: the parents' slots below stay unset (reading
             # one is a bug, and fails loudly). 6 dicts less per quota: about 1 KiB each of
-            # 10,000 quotas (issue 12's memory target).
+            # 10,000 quotas.
             return
         #: Per resource, the children taking part in it (from the graph, at each rebuild).
         self.children_in: dict[str, list[TreeMember]] = {}

@@ -69,7 +69,7 @@ class PodFacts:
     group_notes: Mapping[str, str] = field(default_factory=dict)
 
     #: `key`, made once: every map of the engine and the operator holds this one string
-    #: (at 30,000 pods a new string per lookup was ~120 bytes a pod; issue 12).
+    #: (a new string per lookup would be ~120 bytes a pod at 30,000 pods).
     _key: str = field(default="", init=False, repr=False, compare=False)
 
     @property
@@ -235,7 +235,7 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
             raise
         group = None  # its Job's facts complete it
     # Strings that thousands of pods repeat are kept once (interned): namespaces, label
-    # keys and values, node names, phases, resource names (issue 12: memory per pod); pods
+    # keys and values, node names, phases, resource names (memory per pod); pods
     # that ask the same share one request dict (`shared_request`).
     return PodFacts(
         namespace=sys.intern(namespace),

@@ -78,7 +78,7 @@ def parse_quantity(value: object, resource: str) -> int:
     """
     if type(value) is str:
         # Pods repeat a handful of quantities ("100m", "1Gi"): each is parsed once (the
-        # operator's start-up parses every pod's requests; issue 12).
+        # operator's start-up parses every pod's requests).
         return _parse_string(value, resource)
     return _parse_quantity(value, resource)
 

@@ -58,7 +58,7 @@ def tune_garbage_collection() -> None:
     walked every object of the process, the modules (Kopf, the Kubernetes client's models:
     over 100,000 objects) and the engine built from the lists included, 100 to 200 ms each
     on the event loop the admissions share, a fifth of the operator's CPU per pod in a
-    burst (bench/RESULTS.md, "Pod groups through the live operator"). So, once the
+    burst (bench/history/2026-11-27-1.md, "Pod groups through the live operator"). So, once the
     start-up is done: its garbage is collected and what is left frozen (never walked
     again; an object of it freed later by its last reference still goes at once, a
     cycle among them is left for good: the price of the freeze), and the youngest
@@ -120,7 +120,7 @@ class Controller:
 
     async def watch_quota_objects(self, kind: str) -> None:
         """Every Cohort or ElasticQuota (`kind`) change after `load()`, forever (not through
-        Kopf: issue 12, podwatch.py)."""
+        Kopf: see podwatch.py)."""
         inputs = self.inputs
 
         def observe(body: dict[str, Any], deleted: bool) -> None:

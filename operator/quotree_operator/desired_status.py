@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 #: The resource lists in status and annotations; `request` (the API's field name) shows the
-#: demand, as docs/design.md defines it.
+#: demand, as docs/design/glossary.md defines it.
 ANNOTATIONS = ("request", "runtime", "used")
 
 
@@ -206,7 +206,7 @@ class StatusDirty:
     Filled by the inputs (the tree members a pod event or a decision touched, by name; every
     object after a configuration change or a change of leader) and by the writer itself
     (objects whose write failed, by key); the writer takes it whole each round, so a
-    round's work is proportional to what changed, not to the number of quotas (issue 12).
+    round's work is proportional to what changed, not to the number of quotas.
     Runtime changes come from the engine's trees (`QuotaTree.take_moved`).
     """
 

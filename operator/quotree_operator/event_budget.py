@@ -2,7 +2,7 @@
 
 Why a module of its own: an `Admitted` event is one more API write per admitted pod,
 on top of the gate removal itself, so a burst of admissions paid twice the writes it
-needs (bench/RESULTS.md, issue 12). Kubernetes' own event recorders keep a token
+needs (bench/RESULTS.md). Kubernetes' own event recorders keep a token
 bucket per source and object and fold repeated events together; quotree does the same
 per quota: each ElasticQuota may write `burst` per-pod `Admitted` events at once and
 then `per_second` a second, and all quotas together `total_burst` at once and then

@@ -36,7 +36,7 @@ class PodWatch:
         self.kube = kube
         #: What is watched: "pods", or "Cohort" / "ElasticQuota" (their own watches: Kopf's
         #: per-event machinery at 10,000 quota objects and two status writes each held the
-        #: event loop for tens of seconds at start-up; issue 12).
+        #: event loop for tens of seconds at start-up).
         self.what = what
         #: How the log lines name it: "pod watch: ..." (operators' log searches rely on it).
         self.label = "pod" if what == "pods" else what

@@ -4,7 +4,7 @@ One coalescing writer: woken by `Signals.status_dirty`, it compares the desired 
 (status.py, pure) of each quota object that may have changed (`StatusDirty`, the engine's
 trees' `take_moved`, the members' ancestors) with what it last wrote (`StatusMemory`) and
 patches only the difference: a round's work follows what changed, not the number of
-quotas (issue 12). Writes are spaced by at least STATUS_INTERVAL and by STATUS_BACKOFF times
+quotas. Writes are spaced by at least STATUS_INTERVAL and by STATUS_BACKOFF times
 as long as the last round took (at most STATUS_MAX_PAUSE), so under a burst of pod events
 the statuses cost a bounded share of the API server, and admissions keep the rest. A write
 that fails is not remembered as written: the next round writes it again, so whatever could
@@ -51,7 +51,7 @@ STATUS_BACKOFF = 3.0
 STATUS_MAX_PAUSE = 5.0
 # While pods are being admitted, at least this long: a status round rewrites every quota
 # whose numbers moved (all of them in a burst), which took as many API writes as the
-# admissions themselves; the numbers are current again within this long (issue 12).
+# admissions themselves; the numbers are current again within this long.
 STATUS_BUSY_INTERVAL = 2.0
 #: Every object is compared at least this often (seconds), whatever the inputs said
 #: changed: a safety net that costs one O(quotas) round per interval, never one per flush.
@@ -143,7 +143,7 @@ class StatusWriter:
         METRICS.status_round(len(due), len(writes))
         if writes:
             # A few writers take the writes in turn: one coroutine per write would be
-            # 11,000 at once after a start-up at 10,000 quotas (memory; issue 12).
+            # 11,000 at once after a start-up at 10,000 quotas (memory).
             queue = iter(writes)
 
             async def writer() -> None:
@@ -153,7 +153,7 @@ class StatusWriter:
             # A round of thousands (after a start-up against a changed cluster: two PATCHes
             # per object at 10,000 quotas) gets more writers: the API server's store
             # commits concurrent writes together, and one round of 22,000 PATCHes took
-            # over 5 minutes with 8 (issue 12). Admissions keep their own budget.
+            # over 5 minutes with 8. Admissions keep their own budget.
             # Not while admissions are under way: they go first.
             big = len(writes) > BIG_ROUND and not self.inputs.admitting
             width = self._width * BIG_ROUND_WIDTH if big else self._width

@@ -1,4 +1,4 @@
-"""The operator survives its control plane failing mid-burst (issue 9 item 7).
+"""The operator survives its control plane failing mid-burst.
 
 Each test creates a burst of 300 pods (10 quotas under one Cohort; 20 of each quota's 30
 fit) and, once about a third of them exist, breaks something real: kube-apiserver SIGKILLed

@@ -1,6 +1,6 @@
-"""A Cohort's max is a ceiling, also while lent quota is reclaimed (issue 9 item 1).
+"""A Cohort's max is a ceiling, also while lent quota is reclaimed.
 
-The story of the issue on the local control plane, with QUOTREE_RECLAIM_DELAY=5: a Cohort
+The story on the local control plane, with QUOTREE_RECLAIM_DELAY=5: a Cohort
 with min = max = 4 GPUs and two ElasticQuotas of min 2. Team a runs 4 one-GPU pods
 (borrowing b's idle min); team b then creates 2 pods. b's pods wait, saying which ancestor
 is full, which quota holds the lent GPUs and when they are reclaimed; after the delay two

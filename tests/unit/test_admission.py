@@ -144,7 +144,7 @@ def test_reclaim_waits_for_the_delay_in_operator_mode() -> None:
     for i in range(4):
         eng.observe_pod(pod("b", f"b{i}", 1))
     # b's runtime is its demand 4 and a's drops to 6, but a still holds 8 of the cluster's
-    # 10 until the reclaim: only 2 of b's pods fit now (issue 9: never over-admit), the
+    # 10 until the reclaim: only 2 of b's pods fit now (never over-admit), the
     # other 2 wait for the 2 units lent to a.
     first = eng.decide(now=1)
     assert len(first.admitted) == 2
@@ -422,7 +422,7 @@ def test_fewest_victims_then_lowest_priority_then_newest() -> None:
 
 def test_the_default_quota_takes_pods_of_uncovered_namespaces_labelled_or_not() -> None:
     # The mutating webhook labels such a pod with the default quota's name; the engine
-    # must accept that label (issue 9 item 3), admit the pod and count it.
+    # must accept that label, admit the pod and count it.
     eng = Engine(default_quota="shared", reclaim_delay=0.0)
     eng.set_config(quota("shared", namespace="quotree-default", min=4))
     eng.set_config(quota("team", min=4))

@@ -5,7 +5,7 @@ answer, so its cost is paid once per pod (in the webhook process, worker.py). Ko
 generic path (handlers.mutate_pod) builds a Body, runs the handler through its retry
 and logging machinery and then finds the JSON patch by diffing the whole pod against
 its patched copy; under a burst of creations that was most of the webhook's time
-(bench/RESULTS.md, issue 12). The decision is the same function
+(bench/RESULTS.md). The decision is the same function
 (`decisions.review_pod_create`) and the answer the same AdmissionReview: here the JSON
 patch is written from the decision, which names exactly what changes (a label or two
 and the gate list).

@@ -3,7 +3,7 @@
 Why a process of its own: every pod created in a managed namespace waits for the pod
 CREATE review. Served from the operator's process, that answer queued behind the
 operator's own watch handling and admission writes on one event loop, and under one
-GIL (bench/RESULTS.md, issue 12, target 3). This process answers it with its own loop
+GIL (bench/RESULTS.md, the webhooks' burst). This process answers it with its own loop
 and interpreter; the operator starts and supervises it (process.py, docs/webhooks.md).
 
 What it answers itself: the pod CREATE review (`/pods-mutate`, also called for the

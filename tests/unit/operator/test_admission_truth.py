@@ -1,4 +1,4 @@
-"""The cluster, not the engine's memory, says which pods are admitted (issue 9 item 7).
+"""The cluster, not the engine's memory, says which pods are admitted.
 
 A gate removal that fails (the API server died mid-write) leaves the pod counted until a
 read tells whether the write was applied; a pod the engine counts as admitted while the

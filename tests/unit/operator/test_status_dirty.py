@@ -1,4 +1,4 @@
-"""The status writer looks only at what changed (issue 12, target 5).
+"""The status writer looks only at what changed.
 
 A round computes the desired status of the quota objects whose pods, runtime or
 configuration changed (and their ancestors), and of those whose last write failed; an
