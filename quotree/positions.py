@@ -1,0 +1,201 @@
+"""Where each waiting unit stands: its place in its quota's queue and under each ancestor.
+
+Why a module of its own: the shells show a queue (`kubectl quotree pending`, the tree
+page, a quota's status) and must not guess it; this reads the engine's own order and
+numbers. Pure, no clock; as of the last `refresh()`.
+
+- In a quota: the order its scan takes the units (`EvictionPlanner.queue` over the
+  pending queue: a unit that evictions were asked for first, then priority, the time it
+  became complete (a pod: its creation), name); a pod group is one unit, at its first pod.
+- Under a Cohort (and across the top of a tree): the order in which the Cohort's sharing
+  ("Runtime" in semantics.md) brings its children's runtimes to them as room appears
+  under it. A unit of child c needs c's runtime to reach `need` = c's used plus the
+  requests of c's units up to and including it, in c's order (for a Cohort child, its own
+  merged order); the sharing gives c `min(need, guarantee + level * sharedWeight)`, so the
+  unit is reached at the level `(need - guarantee - 1/2) / sharedWeight` (the half unit is
+  the rounding to whole units: a child gets a unit once its exact share is past the half),
+  the highest over the resources it requests. Units are taken by that level, ties by the
+  child's name (the rounding's order), each child's units keeping their order. A unit
+  whose need is over a cap on the way (max, min plus borrowingLimit) or whose quota's
+  weight is 0 is reached by no level: it comes after the others, in their order.
+
+The level order is exact for two children and follows the rounding closely for more (two
+neighbours of different quotas may be admitted the other way round when several quotas'
+shares round in the same step). A small unit behind a large one of the same quota may be
+admitted first when the room for it alone appears ("a unit that does not fit does not
+block smaller ones behind it"): positions are the order of the queue, not a promise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from quotree.accounts import TreeMember
+from quotree.group_records import PENDING, GroupRecord
+from quotree.pods import PodRecord, PodState, QuotaPods
+from quotree.quantity import add_amounts
+from quotree.runtime import QuotaTree
+
+__all__ = ["Waiting", "waiting_units"]
+
+#: The level of a unit no room under the parent ever reaches.
+NEVER = math.inf
+
+
+@dataclass(slots=True)
+class Waiting:
+    """One waiting unit (a pod, or a pod group) and where it stands."""
+
+    key: str  # "namespace/name" of the pod or of the group
+    group: bool
+    quota: str
+    pods: tuple[str, ...]  # its pods' keys (one for a pod)
+    priority: int
+    since: float  # a pod's creation, a group's completion (seconds since the epoch)
+    request: dict[str, int]  # charged in its quota, base units
+    reason: str
+    #: (tree member, 1-based position under it), from its quota up to the top of its tree.
+    positions: list[tuple[str, int]] = field(default_factory=list)
+    #: Its place over the whole tree (every quota, every Cohort), 1-based.
+    order: int = 0
+
+
+@dataclass(slots=True)
+class _Entry:
+    unit: Waiting
+    need: dict[str, int] = field(default_factory=dict)  # under the member being merged
+
+
+def _units(
+    name: str,
+    pods: QuotaPods,
+    *,
+    records: Mapping[str, PodRecord],
+    queue: Callable[[str, Sequence[tuple[object, str]]], list[str]],
+    groups: Mapping[str, GroupRecord],
+    members: Callable[[GroupRecord], list[PodRecord]],
+) -> list[Waiting]:
+    """Quota `name`'s waiting units in its scan's order."""
+    out: list[Waiting] = []
+    seen: set[str] = set()
+    for key in queue(name, pods.pending):
+        record = records.get(key)
+        if record is None or record.state is not PodState.PENDING:
+            continue
+        group = groups.get(record.group or "")
+        if group is not None and group.state == PENDING:
+            if group.key in seen:
+                continue
+            seen.add(group.key)
+            mine = [m for m in members(group) if m.state is PodState.PENDING]
+            mine = mine[: group.spec.min if group.spec.elastic else group.spec.size]
+            request: dict[str, int] = {}
+            for member in mine:
+                add_amounts(request, member.request_in(name))
+            out.append(
+                Waiting(
+                    group.key,
+                    True,
+                    name,
+                    tuple(m.key for m in mine),
+                    group.priority,
+                    group.completed,
+                    request,
+                    group.reason,
+                )
+            )
+            continue
+        facts = record.facts
+        out.append(
+            Waiting(
+                key,
+                False,
+                name,
+                (key,),
+                facts.priority,
+                facts.created,
+                dict(record.request_in(name)),
+                record.reason,
+            )
+        )
+    return out
+
+
+def _level(member: TreeMember, need: Mapping[str, int]) -> float | Fraction:
+    """The parent's sharing level at which `member`'s runtime reaches `need`."""
+    level: float | Fraction = -NEVER
+    for resource, amount in need.items():
+        if resource not in member.resources:
+            continue
+        if amount > member.cap[resource]:
+            return NEVER
+        above = amount - member.guarantee[resource]
+        weight = member.weight[resource]
+        if weight <= 0:
+            if above > 0:
+                return NEVER
+            continue
+        level = max(level, Fraction(2 * above - 1, 2 * weight))
+    return level
+
+
+def _merge(
+    tree: QuotaTree,
+    member: TreeMember,
+    below: Mapping[str, list[TreeMember]],
+    queues: Mapping[str, list[Waiting]],
+) -> list[Waiting]:
+    """The units under `member` in the order room under it reaches them; records each
+    unit's position under `member` (a quota's units: their queue's order)."""
+    if member.is_quota:
+        units = queues.get(member.name, [])
+    else:
+        keyed: list[tuple[float | Fraction, str, int, Waiting]] = []
+        for child in below.get(member.name, ()):
+            need = dict(child.used)
+            for index, unit in enumerate(_merge(tree, child, below, queues)):
+                add_amounts(need, unit.request)
+                keyed.append((_level(child, need), child.name, index, unit))
+        keyed.sort(key=lambda item: item[:3])
+        units = [unit for *_, unit in keyed]
+    if member.config is not None:
+        for position, unit in enumerate(units, 1):
+            unit.positions.append((member.name, position))
+    return units
+
+
+def waiting_units(
+    trees: Iterable[QuotaTree],
+    quota_pods: Mapping[str, QuotaPods],
+    *,
+    records: Mapping[str, PodRecord],
+    queue: Callable[[str, Sequence[tuple[object, str]]], list[str]],
+    groups: Mapping[str, GroupRecord],
+    members: Callable[[GroupRecord], list[PodRecord]],
+) -> list[Waiting]:
+    """Every waiting unit of the live quotas, tree by tree (the default tree first), in the
+    order the engine takes them (see the module docstring), with their positions."""
+    out: list[Waiting] = []
+    for tree in trees:
+        below: dict[str, list[TreeMember]] = {}
+        queues: dict[str, list[Waiting]] = {}
+        for member in tree.live_members():
+            if member.config is None:
+                continue
+            parent = tree.path_up(member)[0]
+            below.setdefault(parent.name, []).append(member)
+            pods = quota_pods.get(member.name)
+            if member.is_quota and pods is not None and pods.pending:
+                queues[member.name] = _units(
+                    member.name, pods, records=records, queue=queue, groups=groups, members=members
+                )
+        for children in below.values():
+            children.sort(key=lambda child: child.name)
+        if queues:
+            out.extend(_merge(tree, tree.root, below, queues))
+    for order, unit in enumerate(out, 1):
+        unit.order = order
+    return out
