@@ -2,6 +2,7 @@
 
     kubectl quotree tree [-o table|wide|json]
     kubectl quotree why POD [-n NAMESPACE]
+    kubectl quotree pending [-n NAMESPACE | -A] [--quota Q | --cohort C] [-o table|json]
     kubectl quotree what-if FILE [FILE ...]
     kubectl quotree simulate [FILE ...] [-R] [-o table|json]
 
@@ -23,6 +24,7 @@ import os
 import shutil
 import sys
 import textwrap
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +43,7 @@ from quotree.simulate import (
 )
 from quotree.units import Units
 from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError, live_documents
+from quotree_kubectl.pending import Selection, pending, render_pending, waiting_json
 from quotree_kubectl.tree_view import pending_reasons, tree_report
 from quotree_kubectl.what_if import render_what_if, what_if
 from quotree_kubectl.why import why
@@ -130,6 +133,30 @@ def _parser() -> argparse.ArgumentParser:
         "idle quota lent to others, a cap).",
     )
     why_cmd.add_argument("pod", metavar="POD", help="the pod's name")
+    queue = _command(
+        commands,
+        "pending",
+        help="the waiting pods and pod groups in the order quotree admits them",
+        description=_wrapped(
+            "The waiting units (pods and pod groups) in the order the engine takes them: "
+            "their position in their ElasticQuota (priority, then the time they became "
+            "complete, then name) and under each Cohort above it (as room appears under "
+            "it), with their priority, age and reason. Of the namespace (-n, else the "
+            "context's), or every namespace (-A); --quota and --cohort list the units under "
+            "that ElasticQuota or Cohort in every namespace unless -n is given."
+        ),
+        formatter_class=raw,
+    )
+    under = queue.add_mutually_exclusive_group()
+    under.add_argument("--quota", metavar="Q", help="only the units of ElasticQuota Q")
+    under.add_argument("--cohort", metavar="C", help="only the units under Cohort C")
+    queue.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table: one row per unit; json: the same for programs",
+    )
     whatif = _command(
         commands,
         "what-if",
@@ -277,6 +304,22 @@ def _what_if(kubectl: Kubectl, args: argparse.Namespace) -> Answer:
     return Answer(render_what_if(result), code)
 
 
+def _pending(kubectl: Kubectl, args: argparse.Namespace) -> str:
+    """`pending`: of -n's namespace, else of every namespace with -A, --quota or --cohort,
+    else of the context's namespace."""
+    if args.all_namespaces and args.namespace:
+        raise PluginError("give -n NAMESPACE or -A, not both")
+    everywhere = args.all_namespaces or (
+        not args.namespace and (args.quota is not None or args.cohort is not None)
+    )
+    namespace = None if everywhere else _namespace(kubectl, args)
+    units = pending(ClusterState.read(kubectl), Selection(namespace, args.quota, args.cohort))
+    now = time.time()
+    if args.output == "json":
+        return waiting_json(units, now)
+    return render_pending(units, now)
+
+
 def run(args: argparse.Namespace) -> str | Answer:
     kubectl = _kubectl(args)
     if args.command == "simulate":
@@ -285,6 +328,8 @@ def run(args: argparse.Namespace) -> str | Answer:
         return _what_if(kubectl, args)
     if args.command == "why" and args.all_namespaces:
         raise PluginError("why takes one pod: give its namespace with -n, not -A")
+    if args.command == "pending":
+        return _pending(kubectl, args)
     state = ClusterState.read(kubectl)
     if args.command == "tree":
         report = tree_report(state, _reasons(kubectl, state))

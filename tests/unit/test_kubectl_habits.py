@@ -8,7 +8,6 @@ arguments and answers `config view` and `get` as the real one would).
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -17,30 +16,7 @@ import pytest
 from quotree_kubectl.cli import EVICTS, REFUSED, main
 from quotree_kubectl.cluster import ClusterState
 from quotree_kubectl.why import why
-from tests.unit.live_objects import live_cluster, quota_pod
-
-
-def fake_kubectl(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: ClusterState, namespace: str = ""
-) -> Path:
-    """A kubectl that answers `get` with `state` and `config view` with `namespace` (the
-    current context's); returns the file its calls are logged to, one line each."""
-    items = [*state.nodes, *state.cohorts, *state.quotas, *state.pods]
-    answer = tmp_path / "cluster.json"
-    answer.write_text(json.dumps({"kind": "List", "items": items}))
-    log = tmp_path / "calls.log"
-    script = tmp_path / "kubectl"
-    script.write_text(
-        "#!/bin/sh\n"
-        f'echo "$@" >> {shlex.quote(str(log))}\n'
-        'for a in "$@"; do\n'
-        f'  if [ "$a" = config ]; then printf %s {shlex.quote(namespace)}; exit 0; fi\n'
-        "done\n"
-        f"cat {shlex.quote(str(answer))}\n"
-    )
-    script.chmod(0o755)
-    monkeypatch.setenv("QUOTREE_KUBECTL", str(script))
-    return log
+from tests.unit.live_objects import fake_kubectl, live_cluster, quota_pod
 
 
 @pytest.mark.parametrize(
