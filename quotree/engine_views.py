@@ -15,7 +15,7 @@ from quotree.fit import Fit
 from quotree.group_ledger import GroupLedger
 from quotree.ledger import Ledger
 from quotree.pods import PodRecord, PodState
-from quotree.positions import Waiting, waiting_units
+from quotree.positions import Waiting, quota_units, waiting_units
 from quotree.resolution import namespaces_of
 from quotree.status_numbers import MemberReport, member_report
 from quotree.trees import Forest
@@ -75,9 +75,26 @@ class EngineViews:
             self.forest,
             self.ledger.quota_pods,
             records=self.ledger.pods,
-            queue=self.decider.planner.queue,
+            claims=self.decider.planner.claims,
             groups=self.group_ledger.groups,
             members=self.group_ledger.members,
+        )
+
+    def waiting_in(self, name: str, limit: int) -> list[Waiting]:
+        """The first `limit` waiting units of ElasticQuota `name`, in its scan's order, each
+        with its position in the quota only (`waiting` gives the ancestors' too); costs
+        O(limit), not O(the queue)."""
+        pods = self.ledger.quota_pods.get(name)
+        if pods is None:
+            return []
+        return quota_units(
+            name,
+            pods,
+            records=self.ledger.pods,
+            claims=self.decider.planner.claims,
+            groups=self.group_ledger.groups,
+            members=self.group_ledger.members,
+            limit=limit,
         )
 
     def unresolved_pods(self) -> list[PodRecord]:

@@ -29,7 +29,7 @@ block smaller ones behind it"): positions are the order of the queue, not a prom
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -39,7 +39,7 @@ from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.quantity import add_amounts
 from quotree.runtime import QuotaTree
 
-__all__ = ["Waiting", "waiting_units"]
+__all__ = ["Waiting", "quota_units", "scan_order", "waiting_units"]
 
 #: The level of a unit no room under the parent ever reaches.
 NEVER = math.inf
@@ -69,19 +69,38 @@ class _Entry:
     need: dict[str, int] = field(default_factory=dict)  # under the member being merged
 
 
-def _units(
+def scan_order(
+    name: str, pods: QuotaPods, claims: Mapping[str, str], records: Mapping[str, PodRecord]
+) -> Iterator[str]:
+    """Quota `name`'s pending keys in the order its scan looks at them (`ClaimBook.queue`),
+    lazily: the units evictions were asked for first, then the queue."""
+    claimed = sorted(
+        (records[key].order(), key)
+        for key, quota in claims.items()
+        if quota == name and key in pods.pending_keys
+    )
+    first = {key for _, key in claimed}
+    yield from (key for _, key in claimed)
+    yield from (key for _, key in pods.pending if key not in first)
+
+
+def quota_units(
     name: str,
     pods: QuotaPods,
     *,
     records: Mapping[str, PodRecord],
-    queue: Callable[[str, Sequence[tuple[object, str]]], list[str]],
+    claims: Mapping[str, str],
     groups: Mapping[str, GroupRecord],
     members: Callable[[GroupRecord], list[PodRecord]],
+    limit: int | None = None,
 ) -> list[Waiting]:
-    """Quota `name`'s waiting units in its scan's order."""
+    """Quota `name`'s waiting units in its scan's order (the first `limit`), each with its
+    position in the quota."""
     out: list[Waiting] = []
     seen: set[str] = set()
-    for key in queue(name, pods.pending):
+    for key in scan_order(name, pods, claims, records):
+        if limit is not None and len(out) >= limit:
+            break
         record = records.get(key)
         if record is None or record.state is not PodState.PENDING:
             continue
@@ -90,38 +109,39 @@ def _units(
             if group.key in seen:
                 continue
             seen.add(group.key)
-            mine = [m for m in members(group) if m.state is PodState.PENDING]
-            mine = mine[: group.spec.min if group.spec.elastic else group.spec.size]
-            request: dict[str, int] = {}
-            for member in mine:
-                add_amounts(request, member.request_in(name))
+            out.append(_group_unit(name, group, members))
+        else:
+            facts = record.facts
+            request = dict(record.request_in(name))
             out.append(
                 Waiting(
-                    group.key,
-                    True,
-                    name,
-                    tuple(m.key for m in mine),
-                    group.priority,
-                    group.completed,
-                    request,
-                    group.reason,
+                    key, False, name, (key,), facts.priority, facts.created, request, record.reason
                 )
             )
-            continue
-        facts = record.facts
-        out.append(
-            Waiting(
-                key,
-                False,
-                name,
-                (key,),
-                facts.priority,
-                facts.created,
-                dict(record.request_in(name)),
-                record.reason,
-            )
-        )
+        out[-1].positions.append((name, len(out)))
     return out
+
+
+def _group_unit(
+    name: str, group: GroupRecord, members: Callable[[GroupRecord], list[PodRecord]]
+) -> Waiting:
+    """A pending group as one unit: the pods admitted with it (an elastic group's first
+    `min`), their requests summed."""
+    mine = [m for m in members(group) if m.state is PodState.PENDING]
+    mine = mine[: group.spec.min if group.spec.elastic else group.spec.size]
+    request: dict[str, int] = {}
+    for member in mine:
+        add_amounts(request, member.request_in(name))
+    return Waiting(
+        group.key,
+        True,
+        name,
+        tuple(m.key for m in mine),
+        group.priority,
+        group.completed,
+        request,
+        group.reason,
+    )
 
 
 def _level(member: TreeMember, need: Mapping[str, int]) -> float | Fraction:
@@ -151,16 +171,15 @@ def _merge(
     """The units under `member` in the order room under it reaches them; records each
     unit's position under `member` (a quota's units: their queue's order)."""
     if member.is_quota:
-        units = queues.get(member.name, [])
-    else:
-        keyed: list[tuple[float | Fraction, str, int, Waiting]] = []
-        for child in below.get(member.name, ()):
-            need = dict(child.used)
-            for index, unit in enumerate(_merge(tree, child, below, queues)):
-                add_amounts(need, unit.request)
-                keyed.append((_level(child, need), child.name, index, unit))
-        keyed.sort(key=lambda item: item[:3])
-        units = [unit for *_, unit in keyed]
+        return queues.get(member.name, [])  # each with its position in the quota
+    keyed: list[tuple[float | Fraction, str, int, Waiting]] = []
+    for child in below.get(member.name, ()):
+        need = dict(child.used)
+        for index, unit in enumerate(_merge(tree, child, below, queues)):
+            add_amounts(need, unit.request)
+            keyed.append((_level(child, need), child.name, index, unit))
+    keyed.sort(key=lambda item: item[:3])
+    units = [unit for *_, unit in keyed]
     if member.config is not None:
         for position, unit in enumerate(units, 1):
             unit.positions.append((member.name, position))
@@ -172,7 +191,7 @@ def waiting_units(
     quota_pods: Mapping[str, QuotaPods],
     *,
     records: Mapping[str, PodRecord],
-    queue: Callable[[str, Sequence[tuple[object, str]]], list[str]],
+    claims: Mapping[str, str],
     groups: Mapping[str, GroupRecord],
     members: Callable[[GroupRecord], list[PodRecord]],
 ) -> list[Waiting]:
@@ -189,8 +208,13 @@ def waiting_units(
             below.setdefault(parent.name, []).append(member)
             pods = quota_pods.get(member.name)
             if member.is_quota and pods is not None and pods.pending:
-                queues[member.name] = _units(
-                    member.name, pods, records=records, queue=queue, groups=groups, members=members
+                queues[member.name] = quota_units(
+                    member.name,
+                    pods,
+                    records=records,
+                    claims=claims,
+                    groups=groups,
+                    members=members,
                 )
         for children in below.values():
             children.sort(key=lambda child: child.name)

@@ -177,3 +177,12 @@ def test_a_unit_over_a_cap_comes_last_under_the_parent() -> None:
     assert _keys(eng) == ["team-a/a-0", "team-b/b-0", "team-b/b-1", "team-a/a-1"]
     grow: list[MemberConfig | int] = [cohort("research", max=step) for step in range(1, 5)]
     assert _admission_order(eng, grow) == ["team-a/a-0", "team-b/b-0", "team-b/b-1"]
+
+
+def test_waiting_in_gives_a_quotas_first_units_and_their_place_in_it() -> None:
+    eng, _ = _two_quotas(1, 2)
+    first = eng.waiting_in("team-b", 2)
+    everything = [u for u in eng.waiting() if u.quota == "team-b"]
+    assert [u.key for u in first] == [u.key for u in everything[:2]]
+    assert [u.positions for u in first] == [[("team-b", 1)], [("team-b", 2)]]
+    assert eng.waiting_in("research", 2) == []  # a Cohort has no queue of its own
