@@ -9,13 +9,14 @@ Every view is as of the last `refresh()`; none changes a decision.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from itertools import islice
 
 from quotree.decide import Decider
 from quotree.fit import Fit
 from quotree.group_ledger import GroupLedger
 from quotree.ledger import Ledger
 from quotree.pods import PodRecord, PodState
-from quotree.positions import Waiting, quota_units, waiting_units
+from quotree.positions import Book, Waiting, quota_stream, waiting_units
 from quotree.resolution import namespaces_of
 from quotree.status_numbers import MemberReport, member_report
 from quotree.trees import Forest
@@ -66,19 +67,14 @@ class EngineViews:
         seats = self.decider.seats
         return seats.check(record, record.quota, seats.seat(record.quota))
 
-    def waiting(self) -> list[Waiting]:
+    def waiting(self, limit: int | None = None) -> list[Waiting]:
         """The waiting units (pods and pod groups) of the live quotas in the order the engine
         takes them, with their position in their quota and under each ancestor
         (`positions.py`: the quota's scan order, merged up the tree by the sharing's level).
+        `limit`: only the first of each tree (their positions are exact all the same), at a
+        cost that grows with `limit` times the quotas with waiting units, not the queues.
         As of the last `refresh()`."""
-        return waiting_units(
-            self.forest,
-            self.ledger.quota_pods,
-            records=self.ledger.pods,
-            claims=self.decider.planner.claims,
-            groups=self.group_ledger.groups,
-            members=self.group_ledger.members,
-        )
+        return waiting_units(self.forest, self.ledger.quota_pods, self._book(), limit)
 
     def waiting_in(self, name: str, limit: int) -> list[Waiting]:
         """The first `limit` waiting units of ElasticQuota `name`, in its scan's order, each
@@ -87,14 +83,14 @@ class EngineViews:
         pods = self.ledger.quota_pods.get(name)
         if pods is None:
             return []
-        return quota_units(
-            name,
-            pods,
-            records=self.ledger.pods,
-            claims=self.decider.planner.claims,
-            groups=self.group_ledger.groups,
-            members=self.group_ledger.members,
-            limit=limit,
+        return list(islice(quota_stream(name, pods, self._book()), limit))
+
+    def _book(self) -> Book:
+        return Book(
+            self.ledger.pods,
+            self.decider.planner.claims,
+            self.group_ledger.groups,
+            self.group_ledger.members,
         )
 
     def unresolved_pods(self) -> list[PodRecord]:

@@ -4,9 +4,9 @@ Why a module of its own: the shells show a queue (`kubectl quotree pending`, the
 page, a quota's status) and must not guess it; this reads the engine's own order and
 numbers. Pure, no clock; as of the last `refresh()`.
 
-- In a quota: the order its scan takes the units (`EvictionPlanner.queue` over the
-  pending queue: a unit that evictions were asked for first, then priority, the time it
-  became complete (a pod: its creation), name); a pod group is one unit, at its first pod.
+- In a quota: the order its scan takes the units (`ClaimBook.queue`'s, read lazily: a
+  unit that evictions were asked for first, then priority, the time it became complete
+  (a pod: its creation), name); a pod group is one unit, at its first pod.
 - Under a Cohort (and across the top of a tree): the order in which the Cohort's sharing
   ("Runtime" in semantics.md) brings its children's runtimes to them as room appears
   under it. A unit of child c needs c's runtime to reach `need` = c's used plus the
@@ -24,14 +24,18 @@ neighbours of different quotas may be admitted the other way round when several 
 shares round in the same step). A small unit behind a large one of the same quota may be
 admitted first when the room for it alone appears ("a unit that does not fit does not
 block smaller ones behind it"): positions are the order of the queue, not a promise.
+
+Everything is read lazily (the quotas' queues, then a merge per Cohort), so the first n
+units of a tree cost about n steps per level plus one per quota that has waiting units.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
+from itertools import islice
 
 from quotree.accounts import TreeMember
 from quotree.group_records import PENDING, GroupRecord
@@ -39,7 +43,7 @@ from quotree.pods import PodRecord, PodState, QuotaPods
 from quotree.quantity import add_amounts
 from quotree.runtime import QuotaTree
 
-__all__ = ["Waiting", "quota_units", "scan_order", "waiting_units"]
+__all__ = ["Book", "Waiting", "quota_stream", "scan_order", "waiting_units"]
 
 #: The level of a unit no room under the parent ever reaches.
 NEVER = math.inf
@@ -63,10 +67,15 @@ class Waiting:
     order: int = 0
 
 
-@dataclass(slots=True)
-class _Entry:
-    unit: Waiting
-    need: dict[str, int] = field(default_factory=dict)  # under the member being merged
+@dataclass(frozen=True, slots=True)
+class Book:
+    """What the order is read from: the pods' records, the claims (`ClaimBook.claims`) and
+    the pod groups."""
+
+    records: Mapping[str, PodRecord]
+    claims: Mapping[str, str]
+    groups: Mapping[str, GroupRecord]
+    members: Callable[[GroupRecord], list[PodRecord]]
 
 
 def scan_order(
@@ -84,42 +93,30 @@ def scan_order(
     yield from (key for _, key in pods.pending if key not in first)
 
 
-def quota_units(
-    name: str,
-    pods: QuotaPods,
-    *,
-    records: Mapping[str, PodRecord],
-    claims: Mapping[str, str],
-    groups: Mapping[str, GroupRecord],
-    members: Callable[[GroupRecord], list[PodRecord]],
-    limit: int | None = None,
-) -> list[Waiting]:
-    """Quota `name`'s waiting units in its scan's order (the first `limit`), each with its
-    position in the quota."""
-    out: list[Waiting] = []
+def quota_stream(name: str, pods: QuotaPods, book: Book) -> Iterator[Waiting]:
+    """Quota `name`'s waiting units in its scan's order, each with its position in the
+    quota, made as they are read."""
     seen: set[str] = set()
-    for key in scan_order(name, pods, claims, records):
-        if limit is not None and len(out) >= limit:
-            break
-        record = records.get(key)
+    position = 0
+    for key in scan_order(name, pods, book.claims, book.records):
+        record = book.records.get(key)
         if record is None or record.state is not PodState.PENDING:
             continue
-        group = groups.get(record.group or "")
+        group = book.groups.get(record.group or "")
         if group is not None and group.state == PENDING:
             if group.key in seen:
                 continue
             seen.add(group.key)
-            out.append(_group_unit(name, group, members))
+            unit = _group_unit(name, group, book.members)
         else:
             facts = record.facts
             request = dict(record.request_in(name))
-            out.append(
-                Waiting(
-                    key, False, name, (key,), facts.priority, facts.created, request, record.reason
-                )
+            unit = Waiting(
+                key, False, name, (key,), facts.priority, facts.created, request, record.reason
             )
-        out[-1].positions.append((name, len(out)))
-    return out
+        position += 1
+        unit.positions.append((name, position))
+        yield unit
 
 
 def _group_unit(
@@ -144,9 +141,9 @@ def _group_unit(
     )
 
 
-def _level(member: TreeMember, need: Mapping[str, int]) -> float | Fraction:
+def _level(member: TreeMember, need: Mapping[str, int]) -> float:
     """The parent's sharing level at which `member`'s runtime reaches `need`."""
-    level: float | Fraction = -NEVER
+    level = -NEVER
     for resource, amount in need.items():
         if resource not in member.resources:
             continue
@@ -158,68 +155,69 @@ def _level(member: TreeMember, need: Mapping[str, int]) -> float | Fraction:
             if above > 0:
                 return NEVER
             continue
-        level = max(level, Fraction(2 * above - 1, 2 * weight))
+        # Exact enough: a division of integers is correctly rounded, so equal levels tie.
+        level = max(level, (2 * above - 1) / (2 * weight))
     return level
 
 
-def _merge(
-    tree: QuotaTree,
+def _ordered(
     member: TreeMember,
     below: Mapping[str, list[TreeMember]],
-    queues: Mapping[str, list[Waiting]],
-) -> list[Waiting]:
-    """The units under `member` in the order room under it reaches them; records each
-    unit's position under `member` (a quota's units: their queue's order)."""
+    streams: Mapping[str, Iterator[Waiting]],
+) -> Iterator[Waiting]:
+    """The units under `member` in the order room under it reaches them, each given its
+    position under `member` as it is read (a quota's: its queue's order). A child's units
+    keep their order and their levels grow along it, so the children's streams merge
+    lazily: reading the first n under a member reads about n of its children's."""
     if member.is_quota:
-        return queues.get(member.name, [])  # each with its position in the quota
-    keyed: list[tuple[float | Fraction, str, int, Waiting]] = []
-    for child in below.get(member.name, ()):
-        need = dict(child.used)
-        for index, unit in enumerate(_merge(tree, child, below, queues)):
-            add_amounts(need, unit.request)
-            keyed.append((_level(child, need), child.name, index, unit))
-    keyed.sort(key=lambda item: item[:3])
-    units = [unit for *_, unit in keyed]
-    if member.config is not None:
-        for position, unit in enumerate(units, 1):
+        yield from streams.get(member.name, ())
+        return
+    merged = heapq.merge(
+        *(_levelled(child, below, streams) for child in below.get(member.name, ())),
+        key=lambda item: item[:3],
+    )
+    for position, (*_, unit) in enumerate(merged, 1):
+        if member.config is not None:
             unit.positions.append((member.name, position))
-    return units
+        yield unit
+
+
+def _levelled(
+    child: TreeMember,
+    below: Mapping[str, list[TreeMember]],
+    streams: Mapping[str, Iterator[Waiting]],
+) -> Iterator[tuple[float, str, int, Waiting]]:
+    """`child`'s units with the level at which its parent's sharing reaches each."""
+    need = dict(child.used)
+    for index, unit in enumerate(_ordered(child, below, streams)):
+        add_amounts(need, unit.request)
+        yield (_level(child, need), child.name, index, unit)
 
 
 def waiting_units(
     trees: Iterable[QuotaTree],
     quota_pods: Mapping[str, QuotaPods],
-    *,
-    records: Mapping[str, PodRecord],
-    claims: Mapping[str, str],
-    groups: Mapping[str, GroupRecord],
-    members: Callable[[GroupRecord], list[PodRecord]],
+    book: Book,
+    limit: int | None = None,
 ) -> list[Waiting]:
-    """Every waiting unit of the live quotas, tree by tree (the default tree first), in the
-    order the engine takes them (see the module docstring), with their positions."""
+    """The waiting units of the live quotas, tree by tree (the default tree first), in the
+    order the engine takes them (see the module docstring), with their positions; the
+    first `limit` of each tree (None: all), whose positions are exact all the same."""
     out: list[Waiting] = []
     for tree in trees:
         below: dict[str, list[TreeMember]] = {}
-        queues: dict[str, list[Waiting]] = {}
+        streams: dict[str, Iterator[Waiting]] = {}
         for member in tree.live_members():
             if member.config is None:
                 continue
-            parent = tree.path_up(member)[0]
-            below.setdefault(parent.name, []).append(member)
+            below.setdefault(tree.path_up(member)[0].name, []).append(member)
             pods = quota_pods.get(member.name)
             if member.is_quota and pods is not None and pods.pending:
-                queues[member.name] = quota_units(
-                    member.name,
-                    pods,
-                    records=records,
-                    claims=claims,
-                    groups=groups,
-                    members=members,
-                )
+                streams[member.name] = quota_stream(member.name, pods, book)
         for children in below.values():
             children.sort(key=lambda child: child.name)
-        if queues:
-            out.extend(_merge(tree, tree.root, below, queues))
+        if streams:
+            out.extend(islice(_ordered(tree.root, below, streams), limit))
     for order, unit in enumerate(out, 1):
         unit.order = order
     return out

@@ -88,7 +88,7 @@ def tree_json(
     for name in sorted(set(configs) - seen):  # parent chains that are cycles
         walk(name, 0, seen)
     pending = sum(1 for r in engine.pods.values() if r.state is PodState.PENDING)
-    units = engine.waiting()
+    units = engine.waiting(MAX_PENDING)
     return {
         "generated": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "leader": leading,
@@ -96,7 +96,6 @@ def tree_json(
         "capacity": quantities(engine.tree.capacity),
         "nodes": members,
         "pendingCount": pending,
-        "unitCount": len(units),
         # The waiting units in the engine's order (`Engine.waiting`): "pod" is the unit's
         # key, a pod's or a pod group's.
         "pending": [
@@ -259,8 +258,7 @@ function render(data) {
     box.appendChild(table);
     tree.appendChild(box);
   }
-  document.getElementById("pending-count").textContent =
-    `(${data.unitCount} units, ${data.pendingCount} pods)`;
+  document.getElementById("pending-count").textContent = `(${data.pendingCount} pods)`;
   const body = document.querySelector("#pending tbody");
   body.replaceChildren();
   for (const p of data.pending) {

@@ -140,7 +140,6 @@ def test_page_data_equals_the_status(tmp_path: Path) -> None:
     assert by_name["team-a"]["max"] == {"cpu": "5", "memory": "4Gi"}
     assert by_name["research"]["max"] == {}
     assert data["pendingCount"] == 1
-    assert data["unitCount"] == 1
     assert data["pending"][0]["pod"] == "ns-a/a-2"
     assert data["pending"][0]["reason"].startswith("does not fit in ElasticQuota team-a")
     # The engine's order and positions (`Engine.waiting`), as `kubectl quotree pending`.

@@ -186,3 +186,18 @@ def test_waiting_in_gives_a_quotas_first_units_and_their_place_in_it() -> None:
     assert [u.key for u in first] == [u.key for u in everything[:2]]
     assert [u.positions for u in first] == [[("team-b", 1)], [("team-b", 2)]]
     assert eng.waiting_in("research", 2) == []  # a Cohort has no queue of its own
+
+
+def test_a_limit_keeps_the_first_units_with_their_exact_positions() -> None:
+    eng = engine(
+        cohort("left", max=50, weight=3),
+        cohort("right", max=50, weight=2),
+        quota("l-1", "left", max=50, weight=1),
+        quota("l-2", "left", max=50, weight=2),
+        quota("r-1", "right", max=50),
+        capacity=0,
+    )
+    arrive(eng, *(pod(q, f"{q}-{i}", 1) for i in range(5) for q in ("l-1", "l-2", "r-1")))
+    eng.refresh()
+    everything = [(u.key, u.positions, u.order) for u in eng.waiting()]
+    assert [(u.key, u.positions, u.order) for u in eng.waiting(4)] == everything[:4]
