@@ -143,6 +143,7 @@ PAGE = """<!doctype html>
   .legend span { margin-right: 1em; }
   .sw { display: inline-block; width: 10px; height: 10px; margin-right: .3em; }
   #pending td, #pending th { padding: .1em .8em .1em 0; vertical-align: top; text-align: left; }
+  #pending td.unit { white-space: nowrap; }
   #error { color: #c0392b; }
 </style>
 </head>
@@ -258,13 +259,16 @@ function render(data) {
     box.appendChild(table);
     tree.appendChild(box);
   }
-  document.getElementById("pending-count").textContent = `(${data.pendingCount} pods)`;
+  const count = data.pendingCount;
+  document.getElementById("pending-count").textContent =
+    `(${count} pod${count === 1 ? "" : "s"})`;
   const body = document.querySelector("#pending tbody");
   body.replaceChildren();
   for (const p of data.pending) {
     const row = el("tr", {"data-pod": p.pod, "data-order": String(p.order)});
     row.appendChild(el("td", {"class": "num"}, String(p.order)));
-    row.appendChild(el("td", {}, p.kind === "PodGroup" ? `${p.pod} (group)` : p.pod));
+    const unit = p.kind === "PodGroup" ? `${p.pod} (group)` : p.pod;
+    row.appendChild(el("td", {"class": "unit"}, unit));
     row.appendChild(el("td", {}, p.positions.map(([m, at]) => `${m} ${at}`).join(" · ")));
     row.appendChild(el("td", {"class": "num"}, String(p.priority)));
     row.appendChild(el("td", {}, p.reason));
