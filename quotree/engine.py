@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from quotree.cluster import Cluster
 from quotree.decide import Decider
 from quotree.decisions import Decisions
+from quotree.engine_views import EngineViews
 from quotree.eviction import Eviction
-from quotree.fit import Fit
 from quotree.flavor_spec import FlavorConfig
 from quotree.group_ledger import GroupLedger, Groups, GroupView
 from quotree.groups import GroupSpec, JobFacts
@@ -31,6 +31,7 @@ from quotree.options import EngineOptions
 from quotree.placement import Placement
 from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
+from quotree.positions import Waiting
 from quotree.reservations import Reservations
 from quotree.resolution import (
     DEFAULT_SYSTEM_NAMESPACES,
@@ -41,7 +42,7 @@ from quotree.resolution import (
 )
 from quotree.rules import Problem
 from quotree.runtime import ROOT, QuotaTree
-from quotree.status_numbers import MemberReport, member_report
+from quotree.status_numbers import MemberReport
 from quotree.trees import Forest
 
 __all__ = [
@@ -54,10 +55,11 @@ __all__ = [
     "PodRecord",
     "PodState",
     "Resolution",
+    "Waiting",
 ]
 
 
-class Engine:
+class Engine(EngineViews):
     """Quota decisions for a set of pods; see module docstring."""
 
     def __init__(
@@ -347,53 +349,3 @@ class Engine:
     def eviction_refused(self, key: str) -> None:
         """The Eviction API said no (a PodDisruptionBudget): the pod stays; try again later."""
         self.intake.eviction_refused(key)
-
-    # ------------------------------------------------------------ views
-
-    def report(self, name: str) -> MemberReport:
-        """status for a Cohort or ElasticQuota: request (demand), runtime, used, pod counts;
-        as of the last `refresh()`."""
-        tree = self.tree_of(name)
-        config = tree.config(name)
-        covered = namespaces_of(config)
-        unresolved = sum(1 for r in self.ledger.unresolved.values() if r.facts.namespace in covered)
-        if config is not None and config.is_leaf:
-            groups = self.group_ledger.counts(name)
-            unresolved += self.group_ledger.held_in.get(name, 0)  # gated, held before the intake
-        else:
-            groups = (0, 0)
-        return member_report(
-            tree, self.ledger.quota_pods, name, unresolved=unresolved, groups=groups
-        )
-
-    def take_moved(self) -> set[str] | None:
-        """The tree members whose runtime moved since the last call, over every tree (None:
-        possibly all of them, e.g. after a full recomputation): their status is due."""
-        moved: set[str] | None = set()
-        for tree in self.forest:  # every tree's list is taken, whatever the others say
-            names = tree.take_moved()
-            moved = None if names is None or moved is None else moved | names
-        return moved
-
-    def admission_check(self, key: str) -> Fit | None:
-        """The admission check of pending pod `key` as the numbers stand (`fit.check`, in
-        every tree): what `kubectl quotree why` explains. None: no pending pod of a quota."""
-        record = self.pods.get(key)
-        if record is None or record.quota is None or record.state is not PodState.PENDING:
-            return None
-        seats = self.decider.seats
-        return seats.check(record, record.quota, seats.seat(record.quota))
-
-    def unresolved_pods(self) -> list[PodRecord]:
-        """Gated pods no quota will take, each with its reason (counted in the pendingPods
-        of the ElasticQuotas covering its namespace, if any)."""
-        return list(self.ledger.unresolved.values())
-
-    def admitted_count(self, name: str) -> int:
-        """How many admitted, non-terminal pods ElasticQuota `name` holds (rule 7)."""
-        pods = self.ledger.quota_pods.get(name)
-        return len(pods.admitted) if pods else 0
-
-    def pod_records(self) -> Iterable[PodRecord]:
-        """Every pod the engine knows (the simulator adds the ones it evicted)."""
-        return self.pods.values()

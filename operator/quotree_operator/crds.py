@@ -197,7 +197,33 @@ def _status_schema(leaf: bool) -> dict[str, Any]:
         properties["pendingPods"] = {"type": "integer", "format": "int64"}
         properties["admittedGroups"] = {"type": "integer", "format": "int64"}
         properties["pendingGroups"] = {"type": "integer", "format": "int64"}
+        properties["queue"] = _queue_schema()
     return {"type": "object", "properties": properties}
+
+
+def _queue_schema() -> dict[str, Any]:
+    return {
+        "type": "array",
+        "description": "The first waiting units (pods and pod groups) of the quota in the "
+        "order quotree admits them: position 1 is taken first (kubectl quotree pending "
+        "lists them all, with their positions under each Cohort).",
+        "items": {
+            "type": "object",
+            "required": ["position", "kind", "namespace", "name"],
+            "properties": {
+                "position": {"type": "integer", "format": "int64"},
+                "kind": {"type": "string", "enum": ["Pod", "PodGroup"]},
+                "namespace": {"type": "string"},
+                "name": {"type": "string"},
+                "priority": {"type": "integer", "format": "int64"},
+                "pods": {
+                    "type": "integer",
+                    "format": "int64",
+                    "description": "How many pods the unit admits at once.",
+                },
+            },
+        },
+    }
 
 
 def _columns(leaf: bool) -> list[dict[str, Any]]:

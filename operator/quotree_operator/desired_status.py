@@ -18,12 +18,14 @@ from quotree.quantity import format_quantity, is_unlimited
 
 __all__ = [
     "ANNOTATIONS",
+    "QUEUE_LENGTH",
     "Desired",
     "StatusDirty",
     "StatusMemory",
     "conditions",
     "desired",
     "quantities",
+    "queue",
     "status_patch",
     "summary",
 ]
@@ -89,6 +91,29 @@ _ALL_GOOD = [
 ]
 
 
+#: The waiting units an ElasticQuota's status lists (`kubectl quotree pending`: all).
+QUEUE_LENGTH = 5
+
+
+def queue(engine: Engine, name: str) -> list[dict[str, Any]]:
+    """The first `QUEUE_LENGTH` waiting units of ElasticQuota `name` in the engine's order
+    (their reasons stay in the Pending events: a reason's numbers move more often)."""
+    out = []
+    for position, unit in enumerate(engine.waiting_in(name, QUEUE_LENGTH), 1):
+        namespace, unit_name = unit.key.split("/", 1)
+        out.append(
+            {
+                "position": position,
+                "kind": "PodGroup" if unit.group else "Pod",
+                "namespace": namespace,
+                "name": unit_name,
+                "priority": unit.priority,
+                "pods": len(unit.pods),
+            }
+        )
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Desired:
     """status (without condition timestamps) and the three annotations of one quota object."""
@@ -117,6 +142,7 @@ def desired(engine: Engine, name: str, is_quota: bool, bad_spec: str | None = No
         status["pendingPods"] = report.pending_pods
         status["admittedGroups"] = report.admitted_groups
         status["pendingGroups"] = report.pending_groups
+        status["queue"] = queue(engine, name)
     annotations = {
         f"quotree.io/{key}": json.dumps(value, sort_keys=True, separators=(",", ":"))
         for key, value in lists.items()

@@ -28,7 +28,7 @@ __all__ = ["MAX_PENDING", "PAGE", "metrics_app", "serve", "start", "tree_json"]
 
 logger = logging.getLogger("quotree.operator")
 
-#: Pending pods listed on the page (the count is always exact).
+#: Waiting units listed on the page, first in the engine's order (the counts are exact).
 MAX_PENDING = 200
 
 
@@ -39,7 +39,8 @@ def tree_json(
     leading: bool = False,
     identity: str = "",
 ) -> dict[str, Any]:
-    """The tree in display order (parents before children), pending pods and reasons."""
+    """The tree in display order (parents before children), and the waiting units in the
+    order the engine takes them, with their positions and reasons."""
     engine.refresh()  # the explicit step before reading the trees
     configs = engine.all_configs()
     children: dict[str | None, list[str]] = {}
@@ -86,19 +87,28 @@ def tree_json(
         walk(top, 0, seen)
     for name in sorted(set(configs) - seen):  # parent chains that are cycles
         walk(name, 0, seen)
-    pending = sorted(
-        (r for r in engine.pods.values() if r.state is PodState.PENDING),
-        key=lambda r: r.arrival,
-    )
+    pending = sum(1 for r in engine.pods.values() if r.state is PodState.PENDING)
+    units = engine.waiting(MAX_PENDING)
     return {
         "generated": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "leader": leading,
         "identity": identity,
         "capacity": quantities(engine.tree.capacity),
         "nodes": members,
-        "pendingCount": len(pending),
+        "pendingCount": pending,
+        # The waiting units in the engine's order (`Engine.waiting`): "pod" is the unit's
+        # key, a pod's or a pod group's.
         "pending": [
-            {"pod": r.key, "quota": r.quota, "reason": r.reason} for r in pending[:MAX_PENDING]
+            {
+                "pod": unit.key,
+                "kind": "PodGroup" if unit.group else "Pod",
+                "quota": unit.quota,
+                "order": unit.order,
+                "positions": [[member, position] for member, position in unit.positions],
+                "priority": unit.priority,
+                "reason": unit.reason,
+            }
+            for unit in units[:MAX_PENDING]
         ],
     }
 
@@ -132,7 +142,8 @@ PAGE = """<!doctype html>
   .bar .max { position: absolute; top: -2px; bottom: -2px; width: 2px; background: #c0392b; }
   .legend span { margin-right: 1em; }
   .sw { display: inline-block; width: 10px; height: 10px; margin-right: .3em; }
-  #pending td { padding: .1em .8em .1em 0; vertical-align: top; }
+  #pending td, #pending th { padding: .1em .8em .1em 0; vertical-align: top; text-align: left; }
+  #pending td.unit { white-space: nowrap; }
   #error { color: #c0392b; }
 </style>
 </head>
@@ -148,8 +159,11 @@ PAGE = """<!doctype html>
 </div>
 <div id="error"></div>
 <div id="tree"></div>
-<h2 style="font-size:1.1em">Pending pods <span id="pending-count"></span></h2>
-<table id="pending"><tbody></tbody></table>
+<h2 style="font-size:1.1em">Waiting, in the order quotree admits them
+<span id="pending-count"></span></h2>
+<table id="pending"><thead><tr><th>#</th><th>pod or group</th>
+<th>position in its quota · under each Cohort</th><th>priority</th><th>reason</th></tr></thead>
+<tbody></tbody></table>
 <script>
 "use strict";
 const UNITS = {"": 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, m: 1e-3, u: 1e-6,
@@ -245,13 +259,18 @@ function render(data) {
     box.appendChild(table);
     tree.appendChild(box);
   }
-  document.getElementById("pending-count").textContent = `(${data.pendingCount})`;
+  const count = data.pendingCount;
+  document.getElementById("pending-count").textContent =
+    `(${count} pod${count === 1 ? "" : "s"})`;
   const body = document.querySelector("#pending tbody");
   body.replaceChildren();
   for (const p of data.pending) {
-    const row = el("tr", {"data-pod": p.pod});
-    row.appendChild(el("td", {}, p.pod));
-    row.appendChild(el("td", {}, p.quota || ""));
+    const row = el("tr", {"data-pod": p.pod, "data-order": String(p.order)});
+    row.appendChild(el("td", {"class": "num"}, String(p.order)));
+    const unit = p.kind === "PodGroup" ? `${p.pod} (group)` : p.pod;
+    row.appendChild(el("td", {"class": "unit"}, unit));
+    row.appendChild(el("td", {}, p.positions.map(([m, at]) => `${m} ${at}`).join(" · ")));
+    row.appendChild(el("td", {"class": "num"}, String(p.priority)));
     row.appendChild(el("td", {}, p.reason));
     body.appendChild(row);
   }

@@ -1,13 +1,20 @@
 """`kubectl-quotree`: kubectl runs it as `kubectl quotree ...` (any `kubectl-*` on PATH).
 
     kubectl quotree tree [-o table|wide|json]
-    kubectl quotree why POD -n NAMESPACE
+    kubectl quotree why POD [-n NAMESPACE]
+    kubectl quotree pending [-n NAMESPACE | -A] [--quota Q | --cohort C] [-o table|json]
     kubectl quotree what-if FILE [FILE ...]
     kubectl quotree simulate [FILE ...] [-R] [-o table|json]
 
-Global flags `--context` and `--kubeconfig` are passed on to kubectl. Errors are one line
-on stderr and exit code 1 (bad input, no cluster) or 2 (an internal error); never a
-traceback.
+The global flags (`-n/--namespace`, `-A/--all-namespaces`, `--context`, `--kubeconfig`)
+go anywhere on the line, before or after the command, as with kubectl; without `-n` the
+namespace is the kubeconfig context's (`default` when it names none). `--context` and
+`--kubeconfig` are passed on to kubectl.
+
+Exit codes: 0 done; 1 an error the user can fix (bad input, no cluster), in one line on
+stderr; 2 a usage error or an internal error (never a traceback); `what-if` also 3 when the
+webhook would refuse a proposed object and 4 when the proposal would evict pods
+(preempted or reclaimed), so that it can gate a pipeline.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ import os
 import shutil
 import sys
 import textwrap
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from quotree.cli import emit, package_version
@@ -34,11 +43,12 @@ from quotree.simulate import (
 )
 from quotree.units import Units
 from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError, live_documents
+from quotree_kubectl.pending import Selection, pending, render_pending, waiting_json
 from quotree_kubectl.tree_view import pending_reasons, tree_report
 from quotree_kubectl.what_if import render_what_if, what_if
 from quotree_kubectl.why import why
 
-__all__ = ["main", "table_report"]
+__all__ = ["EVICTS", "REFUSED", "Answer", "main", "table_report"]
 
 #: Width of the usage bars of `tree` (cells) when the terminal is wide enough, or `-o wide`.
 BAR_WIDTH = 20
@@ -49,20 +59,52 @@ def _wrapped(text: str) -> str:
     return textwrap.fill(text, width=shutil.get_terminal_size().columns - 2)  # as argparse
 
 
+def _global_flags(*, after_command: bool) -> argparse.ArgumentParser:
+    """kubectl's global flags, taken before the command and after it (`after_command`: no
+    defaults, so that a flag given before the command is not reset by the command's parser).
+    """
+    flags = argparse.ArgumentParser(add_help=False)
+    unset = argparse.SUPPRESS if after_command else None
+    flags.add_argument(
+        "-n",
+        "--namespace",
+        default=unset,
+        help="the namespace (default: the kubeconfig context's namespace, else default)",
+    )
+    flags.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        default=argparse.SUPPRESS if after_command else False,
+        help="every namespace (pending)",
+    )
+    flags.add_argument("--context", default=unset, help="the kubeconfig context to use")
+    flags.add_argument("--kubeconfig", default=unset, help="path to the kubeconfig file")
+    return flags
+
+
+def _command(commands: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A command's parser, taking the global flags after the command's name too."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, parents=[_global_flags(after_command=True)], **kwargs
+    )
+    return parser
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl quotree",
         description="quotree's quota tree in the live cluster (read-only: it reads with "
         "kubectl, with your kubeconfig and context, and never writes).",
+        parents=[_global_flags(after_command=False)],
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
-    parser.add_argument("--context", help="the kubeconfig context to use")
-    parser.add_argument("--kubeconfig", help="path to the kubeconfig file")
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help="one of these:"
     )
     raw = argparse.RawDescriptionHelpFormatter
-    tree = commands.add_parser(
+    tree = _command(
+        commands,
         "tree",
         help="the quota tree from the Cohorts' and quotas' status",
         description=_wrapped(
@@ -82,7 +124,8 @@ def _parser() -> argparse.ArgumentParser:
         "always with usage bars (# used, = the rest of runtime, ! used above runtime); "
         "json: the report in the shape of `quotree simulate -o json`",
     )
-    why_cmd = commands.add_parser(
+    why_cmd = _command(
+        commands,
         "why",
         help="why a pod waits, and what would let it in",
         description="Why a pod waits: the operator's reason, the engine's numbers along "
@@ -90,16 +133,39 @@ def _parser() -> argparse.ArgumentParser:
         "idle quota lent to others, a cap).",
     )
     why_cmd.add_argument("pod", metavar="POD", help="the pod's name")
-    why_cmd.add_argument(
-        "-n", "--namespace", default="default", help="the pod's namespace (default: default)"
+    queue = _command(
+        commands,
+        "pending",
+        help="the waiting pods and pod groups in the order quotree admits them",
+        description=_wrapped(
+            "The waiting units (pods and pod groups) in the order the engine takes them: "
+            "their position in their ElasticQuota (priority, then the time they became "
+            "complete, then name) and under each Cohort above it (as room appears under "
+            "it), with their priority, age and reason. Of the namespace (-n, else the "
+            "context's), or every namespace (-A); --quota and --cohort list the units under "
+            "that ElasticQuota or Cohort in every namespace unless -n is given."
+        ),
+        formatter_class=raw,
     )
-    whatif = commands.add_parser(
+    under = queue.add_mutually_exclusive_group()
+    under.add_argument("--quota", metavar="Q", help="only the units of ElasticQuota Q")
+    under.add_argument("--cohort", metavar="C", help="only the units under Cohort C")
+    queue.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table: one row per unit; json: the same for programs",
+    )
+    whatif = _command(
+        commands,
         "what-if",
         help="the live tree with proposed Cohorts, ElasticQuotas or Nodes (nothing written)",
         description="Run the live cluster with proposed Cohorts, ElasticQuotas or Nodes "
         "through the engine without applying them: the rules they would break, each "
         "node's runtime before and after, and the pods that would be admitted, "
-        "preempted or reclaimed.",
+        "preempted or reclaimed. Exit code 3 when a proposed object would be refused, "
+        "4 when it would evict pods, else 0.",
     )
     whatif.add_argument(
         "files",
@@ -114,7 +180,8 @@ def _parser() -> argparse.ArgumentParser:
         default="table",
         help="table: the runtimes before and after, and the pods; json: the same for programs",
     )
-    sim = commands.add_parser(
+    sim = _command(
+        commands,
         "simulate",
         help="the live cluster, then FILEs, through `quotree simulate` (nothing written)",
         description="Run the live Nodes, ResourceFlavors, Cohorts, ElasticQuotas and Pods, "
@@ -201,27 +268,68 @@ def table_report(state: ClusterState, report: Mapping[str, Any]) -> dict[str, An
     return units.restyle_report(data)
 
 
-def run(args: argparse.Namespace) -> str:
+@dataclass(frozen=True)
+class Answer:
+    """What a command prints, and its exit code when it is not 0."""
+
+    text: str
+    code: int = 0
+
+
+#: `what-if`'s exit codes: a proposed object the webhook would refuse; pods it would evict.
+REFUSED = 3
+EVICTS = 4
+
+
+def _namespace(kubectl: Kubectl, args: argparse.Namespace) -> str:
+    """`-n`, else the kubeconfig context's namespace (kubectl's own rule)."""
+    return str(args.namespace or kubectl.context_namespace())
+
+
+def _what_if(kubectl: Kubectl, args: argparse.Namespace) -> Answer:
+    proposed = list(load_documents(args.files))  # read the files before the cluster
+    result = what_if(ClusterState.read(kubectl), proposed)
+    code = REFUSED if result.refused else EVICTS if result.evicted() else 0
+    if args.output == "json":
+        import json  # noqa: PLC0415
+
+        data = {
+            "refused": result.refused,
+            "warnings": result.warnings,
+            "applied": result.applied,
+            "before": result.before,
+            "after": result.after,
+        }
+        return Answer(json.dumps(data, indent=2), code)
+    return Answer(render_what_if(result), code)
+
+
+def _pending(kubectl: Kubectl, args: argparse.Namespace) -> str:
+    """`pending`: of -n's namespace, else of every namespace with -A, --quota or --cohort,
+    else of the context's namespace."""
+    if args.all_namespaces and args.namespace:
+        raise PluginError("give -n NAMESPACE or -A, not both")
+    everywhere = args.all_namespaces or (
+        not args.namespace and (args.quota is not None or args.cohort is not None)
+    )
+    namespace = None if everywhere else _namespace(kubectl, args)
+    units = pending(ClusterState.read(kubectl), Selection(namespace, args.quota, args.cohort))
+    now = time.time()
+    if args.output == "json":
+        return waiting_json(units, now)
+    return render_pending(units, now)
+
+
+def run(args: argparse.Namespace) -> str | Answer:
     kubectl = _kubectl(args)
     if args.command == "simulate":
         return _simulate(kubectl, args)
     if args.command == "what-if":
-        import json  # noqa: PLC0415
-
-        proposed = list(load_documents(args.files))  # read the files before the cluster
-        result = what_if(ClusterState.read(kubectl), proposed)
-        if args.output == "json":
-            return json.dumps(
-                {
-                    "refused": result.refused,
-                    "warnings": result.warnings,
-                    "applied": result.applied,
-                    "before": result.before,
-                    "after": result.after,
-                },
-                indent=2,
-            )
-        return render_what_if(result)
+        return _what_if(kubectl, args)
+    if args.command == "why" and args.all_namespaces:
+        raise PluginError("why takes one pod: give its namespace with -n, not -A")
+    if args.command == "pending":
+        return _pending(kubectl, args)
     state = ClusterState.read(kubectl)
     if args.command == "tree":
         report = tree_report(state, _reasons(kubectl, state))
@@ -231,13 +339,13 @@ def run(args: argparse.Namespace) -> str:
             return json.dumps(report, indent=2)
         table = table_report(state, report)
         return render_tree(table, bar_width=_bar_width(args.output, table))
-    return why(state, args.namespace, args.pod, _reasons(kubectl, state))
+    return why(state, _namespace(kubectl, args), args.pod, _reasons(kubectl, state))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        text = run(args)
+        out = run(args)
     except (PluginError, SimulationError) as exc:
         print(f"kubectl quotree: error: {exc}", file=sys.stderr)
         return 1
@@ -246,8 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"kubectl quotree: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    emit(text)  # a reader that stops early (`| head`) is not an error
-    return 0
+    answer = Answer(out) if isinstance(out, str) else out
+    emit(answer.text)  # a reader that stops early (`| head`) is not an error
+    return answer.code
 
 
 if __name__ == "__main__":  # pragma: no cover

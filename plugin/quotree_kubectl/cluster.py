@@ -37,10 +37,10 @@ class Kubectl:
     flags: Sequence[str] = ()
     binary: str = field(default_factory=lambda: os.environ.get("QUOTREE_KUBECTL") or "kubectl")
 
-    def get_json(self, *args: str) -> dict[str, Any]:
-        command = [self.binary, *self.flags, "get", *args, "-o", "json"]
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [self.binary, *self.flags, *args]
         try:
-            done = subprocess.run(
+            return subprocess.run(
                 command,
                 stdin=subprocess.DEVNULL,  # never wait for a password prompt
                 capture_output=True,
@@ -52,8 +52,21 @@ class Kubectl:
             raise PluginError(f"cannot run {self.binary}: not found on PATH") from None
         except subprocess.TimeoutExpired:
             raise PluginError(
-                f"kubectl get {' '.join(args)}: no answer from the cluster in {TIMEOUT:.0f} s"
+                f"kubectl {' '.join(args)}: no answer from the cluster in {TIMEOUT:.0f} s"
             ) from None
+
+    def context_namespace(self) -> str:
+        """The namespace of the kubeconfig's current context (of `--context` when given), as
+        kubectl uses it when `-n` is absent: `default` when the context names none (or there
+        is no current context: the next `get` then says what is wrong)."""
+        done = self._run(
+            "config", "view", "--minify", "-o", "jsonpath={.contexts[0].context.namespace}"
+        )
+        namespace = done.stdout.strip() if done.returncode == 0 else ""
+        return namespace or "default"
+
+    def get_json(self, *args: str) -> dict[str, Any]:
+        done = self._run("get", *args, "-o", "json")
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             # kubectl repeats connection errors once per retry; its last line says it best.

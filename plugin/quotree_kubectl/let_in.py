@@ -12,7 +12,7 @@ from quotree.engine import Engine, PodRecord
 from quotree.fit import Rule
 from quotree.quantity import format_quantity, is_unlimited
 
-__all__ = ["let_in", "q"]
+__all__ = ["let_in", "never_fits", "q"]
 
 
 def q(amount: int, resource: str) -> str:
@@ -129,4 +129,53 @@ def let_in(engine: Engine, record: PodRecord, reclaim_hint: str) -> list[str]:
                 + "; ".join(borrowers)
                 + f" (reclaimed only while {quota} is owed its min)"
             )
+    return lines
+
+
+def _bound(member: TreeMember, resource: str) -> tuple[int, str]:
+    """The most `member` may ever hold of `resource`, and what sets it, in words."""
+    if member.config is None:
+        return member.runtime[resource], "the cluster's capacity"
+    config = member.config
+    kind = "ElasticQuota" if config.is_leaf else "Cohort"
+    cap = member.cap[resource]
+    limit, high = config.borrowing_limit.get(resource), config.max.get(resource)
+    if limit is not None and (high is None or member.min[resource] + limit < high):
+        return cap, f"{kind} {member.name}'s min plus borrowingLimit"
+    return cap, f"{kind} {member.name}'s max"
+
+
+def never_fits(engine: Engine, record: PodRecord) -> list[str]:
+    """Why a pending pod can never be admitted as the tree stands, one line per bound it is
+    over: its request alone above its quota's or an ancestor's cap (a max, or min plus
+    borrowingLimit), or above the cluster's capacity; a non-preemptible pod's request above
+    its quota's min. Empty when waiting can let it in."""
+    quota = record.quota
+    if quota is None:
+        return []
+    tree = engine.tree_of(quota)
+    member = tree.member(quota)
+    if member is None:
+        return []
+    request = record.request_in(quota)
+    lines = []
+    for resource in sorted(member.resources):
+        amount = request.get(resource, 0)
+        if not amount:
+            continue
+        if not record.preemptible and amount > member.min[resource]:
+            lines.append(
+                f"{resource}: the non-preemptible request {q(amount, resource)} is over "
+                f"ElasticQuota {quota}'s min {q(member.min[resource], resource)} by "
+                f"{q(amount - member.min[resource], resource)}"
+            )
+            continue
+        for holder in (member, *tree.path_up(member)):
+            bound, what = _bound(holder, resource)
+            if amount > bound:
+                lines.append(
+                    f"{resource}: the request {q(amount, resource)} is over {what} "
+                    f"{q(bound, resource)} by {q(amount - bound, resource)}"
+                )
+                break
     return lines

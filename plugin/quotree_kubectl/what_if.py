@@ -35,6 +35,16 @@ class WhatIf:
     warnings: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
 
+    def evicted(self) -> list[str]:
+        """The running pods the proposal would evict (preempted or reclaimed), by key."""
+        before, after = self.before["pods"], self.after["pods"]
+        return sorted(
+            key
+            for key, entry in after.items()
+            if entry["state"] in ("preempted", "reclaimed")
+            and (before.get(key) or {}).get("state") != entry["state"]
+        )
+
 
 def _report(sim: Simulation) -> dict[str, Any]:
     return to_json(sim)

@@ -13,7 +13,7 @@ from quotree.flavor_spec import parse_flavor
 from quotree.models import STANDING_LABEL, ConfigError, parse_member
 from quotree.podfacts import pod_facts
 from quotree_kubectl.cluster import ClusterState, PluginError
-from quotree_kubectl.let_in import let_in, q
+from quotree_kubectl.let_in import let_in, never_fits, q
 
 __all__ = ["live_engine", "why"]
 
@@ -121,6 +121,16 @@ def why(state: ClusterState, namespace: str, name: str, reasons: Mapping[str, st
     if said:
         lines.append(f"  operator: {said}")
     lines.append(f"  engine:  {record.reason or 'waiting'}")
+    never = never_fits(engine, record)
+    if never:
+        lines.append("never:   it can never fit as the tree stands, whatever finishes:")
+        lines.extend(f"  {line}" for line in never)
+        lines.append(
+            "what would let it in: a smaller request, or a higher bound (preview with "
+            "`kubectl quotree what-if`; the cluster's capacity grows with Nodes)"
+        )
+        lines.extend(f"note: {note}" for note in notes)
+        return "\n".join(lines)
     if "lent to ElasticQuota" in record.reason:
         lines.append(f"  reclaim: {reclaim_outlook(state, key)}")
     if record.quota is not None and record.reason.startswith("does not fit"):

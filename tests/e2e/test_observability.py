@@ -357,7 +357,7 @@ def test_kubectl_quotree_what_if(cluster: ModuleType, story: Story, tmp_path: Pa
         f"spec: {{parent: {story.cohort}, min: {{cpu: '2'}}}}\n"
     )
     refused = kubectl_quotree(cluster, "what-if", str(bad))
-    assert refused.returncode == 0, refused.stderr
+    assert refused.returncode == 3, refused.stderr  # refused: a pipeline stops here
     applied = cluster.kubectl("apply", "-f", str(bad), check=False)
     assert applied.returncode != 0
     message = (

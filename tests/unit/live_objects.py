@@ -3,11 +3,19 @@
 One Ready node (cpu 8), Cohort research (min cpu 6, max 8), ElasticQuotas team-a (min 4,
 max 8) and team-b (min 2, max 8) under it; team-a runs 5 cpu and has a gated pod asking
 for 2, team-b runs 3 cpu (1 above its min). The statuses say what the operator wrote.
+
+`fake_kubectl` stands in for kubectl on the command line (`main`): it answers `get` with a
+state and `config view` with the current context's namespace, and logs its calls.
 """
 
 from __future__ import annotations
 
+import json
+import shlex
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from quotree import ADMISSION_GATE
 from quotree_kubectl.cluster import ClusterState
@@ -128,3 +136,26 @@ def live_cluster() -> ClusterState:
             quota_pod("kube-system", "dns", "0", gated=False, created="2026-01-01T00:00:00Z"),
         ],
     )
+
+
+def fake_kubectl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: ClusterState, namespace: str = ""
+) -> Path:
+    """A kubectl that answers `get` with `state` and `config view` with `namespace` (the
+    current context's); returns the file its calls are logged to, one line each."""
+    items = [*state.nodes, *state.cohorts, *state.quotas, *state.pods]
+    answer = tmp_path / "cluster.json"
+    answer.write_text(json.dumps({"kind": "List", "items": items}))
+    log = tmp_path / "calls.log"
+    script = tmp_path / "kubectl"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> {shlex.quote(str(log))}\n'
+        'for a in "$@"; do\n'
+        f'  if [ "$a" = config ]; then printf %s {shlex.quote(namespace)}; exit 0; fi\n'
+        "done\n"
+        f"cat {shlex.quote(str(answer))}\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("QUOTREE_KUBECTL", str(script))
+    return log

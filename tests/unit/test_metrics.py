@@ -142,6 +142,10 @@ def test_page_data_equals_the_status(tmp_path: Path) -> None:
     assert data["pendingCount"] == 1
     assert data["pending"][0]["pod"] == "ns-a/a-2"
     assert data["pending"][0]["reason"].startswith("does not fit in ElasticQuota team-a")
+    # The engine's order and positions (`Engine.waiting`), as `kubectl quotree pending`.
+    assert data["pending"][0]["order"] == 1
+    assert data["pending"][0]["positions"] == [["team-a", 1], ["research", 1]]
+    assert data["pending"][0]["kind"] == "Pod"
 
 
 async def test_the_server_answers_metrics_page_and_json(tmp_path: Path) -> None:
