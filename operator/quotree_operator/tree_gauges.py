@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from quotree.engine import Engine
+from quotree.engine import Engine, MemberReport
 from quotree.models import MemberConfig
 from quotree.quantity import is_unlimited
 
@@ -67,16 +67,18 @@ def _waiting_group_pods(engine: Engine) -> dict[str, int]:
     return out
 
 
-def pending_units(engine: Engine, configs: Mapping[str, MemberConfig]) -> dict[str, int]:
+def pending_units(
+    engine: Engine, configs: Mapping[str, MemberConfig], reports: Mapping[str, MemberReport]
+) -> dict[str, int]:
     """Pending units per node (module docstring): an ElasticQuota's pending pods on their
     own plus its waiting groups; a Cohort's, the sum over the ElasticQuotas below it.
-    As of the engine's last `refresh()`."""
+    `reports`: `engine.report` of each node, as of the engine's last `refresh()`."""
     grouped = _waiting_group_pods(engine)
     out = dict.fromkeys(configs, 0)
     for name, config in configs.items():
         if config.kind != "ElasticQuota":
             continue
-        report = engine.report(name)
+        report = reports[name]
         units = report.pending_pods - grouped.get(name, 0) + report.pending_groups
         seen: set[str] = set()
         node: str | None = name
@@ -93,10 +95,11 @@ def tree_samples(engine: Engine, now: float | None = None) -> list[Sample]:
     now = time.monotonic() if now is None else now
     planner = engine.decider.planner
     configs = engine.all_configs()
-    units = pending_units(engine, configs)
+    reports = {name: engine.report(name) for name in configs}
+    units = pending_units(engine, configs, reports)
     out: list[Sample] = []
     for name, config in sorted(configs.items()):
-        report = engine.report(name)
+        report = reports[name]
         base = (
             ("node", name),
             ("kind", config.kind),

@@ -158,7 +158,9 @@ def test_a_pod_group_waiting_is_one_pending_unit() -> None:
     report = eng.report("q")
     assert (report.pending_pods, report.pending_groups) == (4, 1)  # single is admitted
     eng.refresh()
-    assert pending_units(eng, eng.all_configs()) == {"q": 2, "top": 2}  # the group, lone
+    configs = eng.all_configs()
+    reports = {name: eng.report(name) for name in configs}
+    assert pending_units(eng, configs, reports) == {"q": 2, "top": 2}  # the group, lone
 
 
 def _documented_labels() -> dict[str, set[str]]:
