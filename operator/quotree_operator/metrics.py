@@ -2,35 +2,36 @@
 
 - `Metrics`: one registry with the counters and histograms of api.md ("Metrics"), fed by
   the shell (decisions, admissions, evictions) and the webhook server (durations, errors),
-  and the `quotree_leader` gauge.
-- `tree_samples(engine)`: a pure function from the engine's reports to the per-node gauges
-  (`quotree_min|max|request|runtime|used`, `quotree_pods`, `quotree_pod_groups`, and per
-  ElasticQuota `quotree_reclaim_overdue_seconds`: how long its longest-waiting pod has waited
-  for lent quota past the reclaim delay). The registry calls it at every scrape through
-  `TreeCollector`, so the gauges are never stale and a node that is deleted disappears from
-  the next scrape.
+  the `quotree_leader` gauge, and the per-node gauges of tree_gauges.py (built from the
+  engine at every scrape).
 The server (`/metrics`, the tree page and its JSON) is in page.py.
 
 Cardinality is bounded by the tree: labels name nodes, resources, pod states, webhooks and
-eviction reasons, never pods. Amounts are in Kubernetes' base units as numbers: cpu in
-cores (status "1500m" is 1.5), memory in bytes, other resources in their own units. A `max`
-that is unlimited has no `quotree_max` series.
+eviction reasons, never pods. The counters and the admission wait histogram are labelled
+with the ElasticQuota, its namespace and its parent Cohort (so that a dashboard sums them
+per Cohort without a join); a quota's series go when it is deleted or moves (the next
+scrape has them under its new parent). Amounts are in Kubernetes' base units as numbers:
+cpu in cores (status "1500m" is 1.5), memory in bytes, other resources in their own units.
+A `max` that is unlimited has no `quotree_max` series. No `_created` series are exported.
+docs/observability.md has the table and the number of series for a tree of 10,000 quotas.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.exposition import generate_latest
-from prometheus_client.registry import Collector
 
 from quotree.engine import Engine
-from quotree.quantity import is_unlimited
+from quotree_operator.tree_gauges import NODE_LABELS, Sample, TreeCollector, tree_samples, value
 
 __all__ = [
     "METRICS",
@@ -44,112 +45,18 @@ __all__ = [
 
 logger = logging.getLogger("quotree.operator")
 
-#: Labels of the per-node, per-resource gauges (api.md).
-NODE_LABELS = ("node", "kind", "namespace", "parent", "resource")
+# No `<name>_created` series beside each counter and histogram: a timestamp per series that
+# no query here uses, and as many series again per quota.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+#: Labels of the admission wait histogram: the ElasticQuota, where it is in the tree.
+WAIT_LABELS = ("quota", "namespace", "parent")
 #: Seconds from pod creation to gate removal: from instant to a reclaim delay and beyond.
 WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 #: One engine decision: microseconds on a small tree, tens of milliseconds at 100k pods.
 DECISION_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
 #: One admission request, as the webhook server answered it.
 WEBHOOK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
-
-
-def value(amount: int, resource: str) -> float:
-    """An engine amount as the number Prometheus shows: cpu in cores, the rest in base units."""
-    return amount / 1000 if resource == "cpu" else float(amount)
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One gauge value: metric name (without `quotree_`), labels, value."""
-
-    metric: str
-    labels: tuple[tuple[str, str], ...]
-    value: float
-
-
-def tree_samples(engine: Engine, now: float | None = None) -> list[Sample]:
-    """Every per-node gauge value the engine's reports give now (pure: reads only); `now`
-    on the engine's clock (`time.monotonic()`, as the controller decides)."""
-    now = time.monotonic() if now is None else now
-    planner = engine.decider.planner
-    out: list[Sample] = []
-    for name, config in sorted(engine.all_configs().items()):
-        report = engine.report(name)
-        base = (
-            ("node", name),
-            ("kind", config.kind),
-            ("namespace", config.namespace or ""),
-            ("parent", config.parent or ""),
-        )
-        lists: dict[str, Mapping[str, int]] = {
-            "min": config.min,
-            "max": config.max,
-            "request": report.request,
-            "runtime": report.runtime,
-            "used": report.used,
-        }
-        resources = sorted(set().union(*lists.values()))
-        for metric, amounts in lists.items():
-            for resource in resources:
-                if metric == "max" and (resource not in amounts or is_unlimited(amounts[resource])):
-                    continue
-                amount = amounts.get(resource, 0)
-                out.append(Sample(metric, (*base, ("resource", resource)), value(amount, resource)))
-        if config.kind == "ElasticQuota":
-            pod_labels = (("node", name), ("namespace", config.namespace or ""))
-            out.append(Sample("pods", (*pod_labels, ("state", "admitted")), report.admitted_pods))
-            out.append(Sample("pods", (*pod_labels, ("state", "pending")), report.pending_pods))
-            for state, count in (
-                ("admitted", report.admitted_groups),
-                ("pending", report.pending_groups),
-            ):
-                out.append(Sample("pod_groups", (*pod_labels, ("state", state)), count))
-            overdue = planner.overdue(name, now)
-            out.append(Sample("reclaim_overdue_seconds", pod_labels, overdue))
-    return out
-
-
-_HELP = {
-    "min": "Guaranteed amount (spec.min) of a tree node, per resource",
-    "max": "Ceiling (spec.max) of a tree node, per resource; absent when unlimited",
-    "request": "What the pods of a tree node ask for (status.request), per resource",
-    "runtime": "What a tree node may use now, its min plus its share of idle quota "
-    "(status.runtime), per resource",
-    "used": "What the admitted pods of a tree node use (status.used), per resource",
-    "pods": "Pods of an ElasticQuota by state (admitted, pending)",
-    "pod_groups": "Pod groups of an ElasticQuota by state (admitted whole, pending whole)",
-    "reclaim_overdue_seconds": "How long the longest-waiting pod of an ElasticQuota has "
-    "waited for lent quota past the reclaim delay (0: none)",
-}
-
-
-class TreeCollector(Collector):
-    """Builds the per-node gauges from the engine at each scrape (see `tree_samples`)."""
-
-    def __init__(self, engine: Callable[[], Engine | None]) -> None:
-        self._engine = engine
-
-    def describe(self) -> Iterable[Metric]:
-        return []  # built at scrape time; nothing to check at registration
-
-    def collect(self) -> Iterator[Metric]:
-        engine = self._engine()
-        families: dict[str, GaugeMetricFamily] = {}
-        for metric, labels in (
-            *((m, NODE_LABELS) for m in ("min", "max", "request", "runtime", "used")),
-            ("pods", ("node", "namespace", "state")),
-            ("pod_groups", ("node", "namespace", "state")),
-            ("reclaim_overdue_seconds", ("node", "namespace")),
-        ):
-            families[metric] = GaugeMetricFamily(
-                f"quotree_{metric}", _HELP[metric], labels=list(labels)
-            )
-        if engine is not None:
-            engine.refresh()  # the explicit step before reading the trees
-            for sample in tree_samples(engine):
-                families[sample.metric].add_metric([v for _, v in sample.labels], sample.value)
-        yield from families.values()
 
 
 class Metrics:
@@ -165,19 +72,20 @@ class Metrics:
         )
         self.admissions = Counter(
             "quotree_admissions_total",
-            "Pods admitted (scheduling gate removed)",
-            ["node"],
+            "Pods admitted (scheduling gate removed), per ElasticQuota",
+            ["node", "namespace", "parent"],
             registry=r,
         )
         self.evictions = Counter(
             "quotree_evictions_total",
-            "Pods evicted, by reason (preempted or reclaimed)",
-            ["node", "reason"],
+            "Pods evicted, per ElasticQuota and reason (preempted or reclaimed)",
+            ["node", "namespace", "parent", "reason"],
             registry=r,
         )
         self.admission_wait = Histogram(
             "quotree_admission_wait_seconds",
-            "Seconds from a pod's creation to the removal of its scheduling gate",
+            "Seconds from a pod's creation to the removal of its scheduling gate, per ElasticQuota",
+            WAIT_LABELS,
             buckets=WAIT_BUCKETS,
             registry=r,
         )
@@ -217,6 +125,12 @@ class Metrics:
             registry=r,
         )
         self._engine: Engine | None = None
+        #: The label values each per-quota family has series for (`_prune`).
+        self._per_quota: dict[Counter | Histogram, set[tuple[str, ...]]] = {
+            self.admissions: set(),
+            self.evictions: set(),
+            self.admission_wait: set(),
+        }
         self.registry.register(TreeCollector(lambda: self._engine))
 
     def watch(self, engine: Engine) -> None:
@@ -231,15 +145,42 @@ class Metrics:
     def decided(self, seconds: float) -> None:
         self.decision.observe(seconds)
 
+    def _where(self, quota: str) -> tuple[str, str]:
+        """The quota's namespace and parent Cohort as the engine holds them ("" if unknown)."""
+        config = self._engine.tree_of(quota).config(quota) if self._engine and quota else None
+        if config is None:
+            return ("", "")
+        return (config.namespace or "", config.parent or "")
+
+    def _seen(self, family: Counter | Histogram, values: tuple[str, ...]) -> tuple[str, ...]:
+        """Note that `family` has a series with these label values (`_prune`)."""
+        self._per_quota[family].add(values)
+        return values
+
     def admitted(self, quota: str | None, created: float | None, now: float | None = None) -> None:
         """A gate was removed: count it, and the wait since creation (epoch seconds)."""
-        self.admissions.labels(node=quota or "").inc()
+        values = (quota or "", *self._where(quota or ""))
+        self.admissions.labels(*self._seen(self.admissions, values)).inc()
         if created:
             wait = (time.time() if now is None else now) - created
-            self.admission_wait.observe(max(0.0, wait))
+            self.admission_wait.labels(*self._seen(self.admission_wait, values)).observe(
+                max(0.0, wait)
+            )
 
     def evicted(self, quota: str, kind: str) -> None:
-        self.evictions.labels(node=quota, reason=kind.lower()).inc()
+        values = (quota, *self._where(quota), kind.lower())
+        self.evictions.labels(*self._seen(self.evictions, values)).inc()
+
+    def _prune(self) -> None:
+        """Drop the per-quota series of quotas that are gone or moved (namespace, parent)."""
+        if self._engine is None:
+            return
+        for family, seen in self._per_quota.items():
+            for values in list(seen):
+                quota, namespace, parent = values[:3]
+                if quota and self._where(quota) != (namespace, parent):
+                    family.remove(*values)
+                    seen.discard(values)
 
     def webhook(self, webhook: str, seconds: float, error: bool) -> None:
         self.webhook_duration.labels(webhook=webhook).observe(seconds)
@@ -253,6 +194,7 @@ class Metrics:
         self.status_writes.inc(writes)
 
     def exposition(self) -> bytes:
+        self._prune()
         return generate_latest(self.registry)
 
 

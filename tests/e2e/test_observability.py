@@ -5,7 +5,8 @@ max cpu 4) with ElasticQuota team-a (min 2, max 3) and team-b (min 1). team-a ru
 1-cpu pods and a fourth waits over its max.
 
 - Debian's Prometheus (hack/tools.sh) runs on 127.0.0.1 with a temporary directory and a
-  1 s scrape of the operator's metrics port; PromQL answers are compared with the status.
+  1 s scrape of the operator's metrics port (prometheus_proc.py); PromQL answers are
+  compared with the status.
 - The plugin runs as `kubectl quotree ...` (kubectl finds kubectl-quotree in .venv/bin).
 - Headless Chromium (Debian's /usr/bin/chromium) loads the page; the DOM's numbers are
   compared with the status; a screenshot goes to the test's temporary directory, and to
@@ -18,23 +19,21 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
 from quotree.quantity import parse_quantity
 from tests.e2e import kube_helpers as k
 from tests.e2e.operator_proc import OperatorProcess, start_operator
+from tests.e2e.prometheus_proc import free_port, http_get, one_value, promql, run_prometheus
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -50,19 +49,6 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--hide-scrollbars",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def http_get(url: str, timeout: float = 5) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        body: bytes = response.read()
-        return body
 
 
 class Story:
@@ -139,69 +125,11 @@ def story(cluster: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 @pytest.fixture(scope="module")
 def prometheus(story: Story, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus is not installed: run hack/tools.sh (make test does)"
-    work = tmp_path_factory.mktemp("prometheus")
-    port = free_port()
-    (work / "prometheus.yml").write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "rule_files: ['" + str(REPO / "manifests" / "prometheus" / "rules.yaml") + "']\n"
-        "scrape_configs:\n"
-        "  - job_name: quotree-operator\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{story.metrics_port}']}}]\n"
-    )
-    log = (work / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={work / 'prometheus.yml'}",
-            f"--storage.tsdb.path={work / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--web.enable-lifecycle",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def ready() -> bool:
-            assert proc.poll() is None, (work / "prometheus.log").read_text()[-3000:]
-            try:
-                return http_get(f"{url}/-/ready").startswith(b"Prometheus")
-            except OSError:
-                return False
-
-        story_cluster().wait_until(ready, 60, "Prometheus to be ready")
+    rules = REPO / "manifests" / "prometheus" / "rules.yaml"
+    with run_prometheus(
+        tmp_path_factory.mktemp("prometheus"), [f"127.0.0.1:{story.metrics_port}"], [rules]
+    ) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
-        log.close()
-
-
-def story_cluster() -> ModuleType:
-    from tests.e2e import cluster  # noqa: PLC0415
-
-    return cluster
-
-
-def promql(url: str, query: str) -> list[dict[str, Any]]:
-    answer = json.loads(http_get(f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": query})))
-    assert answer["status"] == "success", answer
-    result: list[dict[str, Any]] = answer["data"]["result"]
-    return result
-
-
-def one_value(url: str, query: str) -> float | None:
-    result = promql(url, query)
-    if len(result) != 1:
-        return None
-    return float(result[0]["value"][1])
 
 
 def test_promql_used_equals_the_status(cluster: ModuleType, story: Story, prometheus: str) -> None:

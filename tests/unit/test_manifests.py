@@ -74,3 +74,19 @@ def test_undeploy_deletes_every_file_it_installs_but_the_crds() -> None:
             continue
         flag = "-k" if (MANIFESTS / resource).is_dir() else "-f"
         assert f'{flag} "${{M}}/{resource}"' in script, f"make undeploy leaves {resource}"
+
+
+def test_the_metrics_service_reaches_the_operator_pods_metrics_port() -> None:
+    """quotree-metrics selects the Deployment's pods, and they serve metrics on the port it
+    names, on every address (the operator's default is 127.0.0.1)."""
+    (service,) = _docs("metrics-service.yaml")
+    (deployment,) = _docs("deployment.yaml")
+    template = deployment["spec"]["template"]
+    assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
+    (container,) = template["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    (port,) = service["spec"]["ports"]
+    assert port["targetPort"] in ports
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env.get("QUOTREE_METRICS_HOST") == "0.0.0.0"
+    assert int(env.get("QUOTREE_METRICS_PORT", "8000")) == ports[port["targetPort"]]

@@ -78,7 +78,7 @@ def test_tree_gauges_equal_the_report(tmp_path: Path) -> None:
         1000 if report["runtime"]["cpu"].endswith("m") else 1
     )
     assert scraped[("quotree_runtime", _labels(**a, resource="cpu"))] == runtime
-    pods = {"node": "team-a", "namespace": "ns-a"}
+    pods = {"node": "team-a", "namespace": "ns-a", "parent": "research"}
     assert scraped[("quotree_pods", _labels(**pods, state="admitted"))] == 1
     assert scraped[("quotree_pods", _labels(**pods, state="pending"))] == 1
     # An unlimited max has no series; a Cohort has no pods series.
@@ -98,15 +98,19 @@ def test_no_pod_labels_anywhere(tmp_path: Path) -> None:
     metrics.set_leader(True)
     scraped = _scrape(metrics)
     allowed = {"node", "kind", "namespace", "parent", "resource", "state", "reason", "webhook"}
+    allowed.add("quota")  # the admission wait histogram's name for its node
     for _, labels in scraped:
         assert {k for k, _ in labels} <= allowed | {"le"}
     assert scraped[("quotree_leader", ())] == 1
-    assert scraped[("quotree_admissions_total", _labels(node="team-a"))] == 1
-    assert scraped[("quotree_evictions_total", _labels(node="team-a", reason="reclaimed"))] == 1
-    assert scraped[("quotree_admission_wait_seconds_count", ())] == 1
-    assert scraped[("quotree_admission_wait_seconds_sum", ())] == 3.0
-    assert scraped[("quotree_admission_wait_seconds_bucket", _labels(le="5.0"))] == 1
-    assert scraped[("quotree_admission_wait_seconds_bucket", _labels(le="2.5"))] == 0
+    where = {"namespace": "ns-a", "parent": "research"}
+    assert scraped[("quotree_admissions_total", _labels(node="team-a", **where))] == 1
+    evicted = _labels(node="team-a", **where, reason="reclaimed")
+    assert scraped[("quotree_evictions_total", evicted)] == 1
+    wait = {"quota": "team-a", **where}
+    assert scraped[("quotree_admission_wait_seconds_count", _labels(**wait))] == 1
+    assert scraped[("quotree_admission_wait_seconds_sum", _labels(**wait))] == 3.0
+    assert scraped[("quotree_admission_wait_seconds_bucket", _labels(**wait, le="5.0"))] == 1
+    assert scraped[("quotree_admission_wait_seconds_bucket", _labels(**wait, le="2.5"))] == 0
     assert scraped[("quotree_webhook_errors_total", _labels(webhook="pods-mutate"))] == 1
     assert scraped[("quotree_webhook_duration_seconds_count", _labels(webhook="pods-mutate"))] == 1
     assert scraped[("quotree_decision_seconds_count", ())] == 1
@@ -217,7 +221,7 @@ def test_pod_groups_per_quota_in_the_metrics_and_the_page(tmp_path: Path) -> Non
     metrics = Metrics()
     metrics.watch(sim.engine)
     scraped = _scrape(metrics)
-    where = {"node": "team-g", "namespace": "ns-g"}
+    where = {"node": "team-g", "namespace": "ns-g", "parent": ""}
     assert scraped[("quotree_pod_groups", _labels(**where, state="admitted"))] == 1
     assert scraped[("quotree_pod_groups", _labels(**where, state="pending"))] == 1
     member = {n["name"]: n for n in tree_json(sim.engine)["nodes"]}["team-g"]
