@@ -311,6 +311,24 @@ def test_cohort_with_children_cannot_be_deleted(
     )
 
 
+def test_a_whole_tree_is_deleted_with_one_kubectl_delete(
+    operator: OperatorProcess, namespace: str, suffix: str, tmp_path: Path
+) -> None:
+    """`kubectl delete -f` of the file that made a Cohort and its two ElasticQuotas succeeds
+    at once: the quotas are gone from the API a moment before the operator hears of it, and
+    the webhook asks the API whether a Cohort's children are leaving."""
+    text = render("tree-delete.yaml", namespace, suffix, fixed=True)
+    path = tmp_path / "tree.yaml"
+    path.write_text(text)
+    accepted(cluster_mod.kubectl("apply", "-f", str(path), check=False))
+    wait_known(text)
+    output = accepted(cluster_mod.kubectl("delete", "-f", str(path), check=False))
+    assert f'cohort.quotree.io "del-org-{suffix}" deleted' in output
+    gone = cluster_mod.kubectl("get", "cohort", f"del-org-{suffix}", check=False)
+    assert gone.returncode != 0
+    assert "NotFound" in gone.stderr
+
+
 def test_quota_with_running_pods_cannot_be_deleted_but_its_namespace_can(
     operator: OperatorProcess, cluster: ModuleType, suffix: str, tmp_path: Path
 ) -> None:
