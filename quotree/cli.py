@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     sim = commands.add_parser(
         "simulate",
         help="run Cohort, ElasticQuota, Node and Pod YAML through the quota engine",
-        description="Preview what quotree would decide for these objects, without a cluster.",
+        description="Preview what quotree would decide for these objects, without a cluster. "
+        "Kinds the simulator does not read are skipped, and named on standard error.",
         epilog=legend(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -86,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"quotree: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    for note in result.notes:
+        print(f"quotree: note: {note}", file=sys.stderr)
     if not emit(text):
         return 0  # the reader has all it wanted (`| head`)
     if args.output == "json":

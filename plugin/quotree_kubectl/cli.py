@@ -143,6 +143,8 @@ def _simulate(kubectl: Kubectl, args: argparse.Namespace) -> str:
     """The live cluster, then FILEs, through the simulator (files read before the cluster)."""
     extra = list(load_documents(args.files, recursive=args.recursive))
     result = simulate_documents([*live_documents(ClusterState.read(kubectl)), *extra])
+    for note in result.notes:  # kinds skipped, objects converted: said, not shown
+        print(f"kubectl quotree: note: {note}", file=sys.stderr)
     if args.output == "json":
         return render_json(result)
     return render_table(result)
