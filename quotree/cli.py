@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         "simulate",
         help="run Cohort, ElasticQuota, Node and Pod YAML through the quota engine",
         description="Preview what quotree would decide for these objects, without a cluster. "
-        "Kinds the simulator does not read are skipped, and named on standard error.",
+        "Kueue's, capacity scheduling's and Koordinator's quota objects are converted as "
+        "`kubectl quotree import` converts them; kinds the simulator does not read are "
+        "skipped. Both are noted on standard error.",
         epilog=legend(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

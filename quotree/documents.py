@@ -2,7 +2,8 @@
 
 `quotree simulate` takes whatever a manifest set holds (`helm template`, a GitOps
 folder): the kinds it reads (`quotree.schemas.KINDS`, each of its own API group) are
-checked and read; every other kind is skipped, and the skipped kinds are
+checked and read; the quota objects of Kueue, capacity scheduling and Koordinator are
+converted (`quotree.importer`); every other kind is skipped, and the skipped kinds are
 named once in a note. A document must still be a Kubernetes object as kubectl sees one:
 without `apiVersion`, `kind` or `metadata.name` it is refused with one line, and a kind
 the simulator reads written in another version of its own group is refused too (a
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+from quotree.importer import importable
 from quotree.manifests import InputError
 from quotree.models import GROUP, VERSION
 from quotree.schemas import KINDS, check_document, describe
@@ -45,6 +47,7 @@ class Handling(Enum):
     """What becomes of a document."""
 
     READ = "read"  # a kind the simulator reads, its shape checked
+    CONVERT = "convert"  # another quota system's object (quotree.importer)
     SKIP = "skip"  # a kind the simulator has no use for
 
 
@@ -74,7 +77,7 @@ def classify(origin: str, doc: Mapping[str, Any]) -> Handling:
         raise _refuse(origin, doc, "metadata.name not set (every object needs one, as for kubectl)")
     want = API_VERSIONS.get(kind)
     if want is None or _group(api_version) != _group(want):
-        return Handling.SKIP
+        return Handling.CONVERT if importable(doc) else Handling.SKIP
     if api_version != want:
         raise _refuse(origin, doc, f"apiVersion must be {want}, not {api_version!r:.40}")
     problems = check_document(doc)

@@ -7,7 +7,9 @@ Namespaces are noted and skipped; PriorityClasses give pods their priority
 (`quotree.priority_classes`); Deployments, ReplicaSets, StatefulSets and Jobs
 become the pods their controllers would create, and a CronJob the Job it would
 create next (`quotree.workloads`). Kinds the simulator does not read are skipped and
-named once in a note (`quotree.documents`); a document without `apiVersion`, `kind` or
+named once in a note (`quotree.documents`); the quota objects of Kueue, capacity
+scheduling and Koordinator are converted as `kubectl quotree import` converts them
+(`quotree.importer`), and the conversion noted; a document without `apiVersion`, `kind` or
 `metadata.name` is refused, as kubectl refuses it.
 
 Quotas, cohorts and nodes are loaded first, through the same configuration
@@ -35,6 +37,7 @@ from quotree.documents import Handling, Skipped, classify
 from quotree.engine import Decisions, Engine, PodRecord, PodState
 from quotree.flavor_spec import parse_flavor
 from quotree.groups import job_facts
+from quotree.importer import convert
 from quotree.manifests import InputError as SimulationError
 from quotree.manifests import load_documents
 from quotree.models import DEFAULT_TREE, ConfigError, MemberConfig, parse_member
@@ -84,8 +87,8 @@ class Simulation:
     namespaces: list[str] = field(default_factory=list)
     #: The Jobs given, with the pods each runs at once.
     jobs: list[JobPods] = field(default_factory=list)
-    #: What the input held that is not simulated as written: the kinds skipped (standard
-    #: error).
+    #: What the input held that is not simulated as written: the objects converted from
+    #: other quota systems, the fields they lose, the kinds skipped (standard error).
     notes: list[str] = field(default_factory=list)
 
 
@@ -163,11 +166,14 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
     sim = Simulation(engine, [])
     pods: list[tuple[str, Mapping[str, Any]]] = []
     classes = PriorityClasses()
-    skipped = Skipped()
+    skipped, foreign = Skipped(), []
     for origin, given in sim.units.noting(documents):
         handling = classify(origin, given)
         if handling is Handling.SKIP:
             skipped.add(given)
+            continue
+        if handling is Handling.CONVERT:
+            foreign.append((origin, given))
             continue
         kind, doc = str(given["kind"]), given
         if kind == "CronJob":
@@ -190,6 +196,11 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
                 _configure(engine, origin, kind, doc, sim.warnings)
         except PriorityError as exc:
             raise SimulationError(f"{origin}: {exc}") from None
+    if foreign:
+        conversion = convert(foreign)
+        sim.notes += [*conversion.summary(), *conversion.notes]
+        for origin, doc in conversion.documents():
+            _configure(engine, origin, str(doc["kind"]), doc, sim.warnings)
     note = skipped.note()
     if note is not None:
         sim.notes.append(note)

@@ -4,6 +4,7 @@
     kubectl quotree why POD -n NAMESPACE
     kubectl quotree what-if FILE [FILE ...]
     kubectl quotree simulate [FILE ...] [-R] [-o table|json]
+    kubectl quotree import [FILE ...|-] [-R]
 
 Global flags `--context` and `--kubeconfig` are passed on to kubectl. Errors are one line
 on stderr and exit code 1 (bad input, no cluster) or 2 (an internal error); never a
@@ -33,6 +34,7 @@ from quotree.simulate import (
     simulate_documents,
 )
 from quotree.units import Units
+from quotree_kubectl import import_cmd
 from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError, live_documents
 from quotree_kubectl.tree_view import pending_reasons, tree_report
 from quotree_kubectl.what_if import render_what_if, what_if
@@ -136,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
         default="table",
         help="table: the tree for a person to read (the default); json: the stable report",
     )
+    import_cmd.add_parser(commands)
     return parser
 
 
@@ -238,6 +241,8 @@ def run(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "import":
+        return import_cmd.run_import(args)  # no cluster: files in, YAML out
     try:
         text = run(args)
     except (PluginError, SimulationError) as exc:
