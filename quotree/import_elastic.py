@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from quotree.import_nodes import Node, Notes, amounts
+from quotree.import_nodes import Node, Notes, amounts, mapping
 
 __all__ = ["ELASTIC_GROUPS", "convert_elastic"]
 
@@ -40,24 +40,24 @@ _WHY = {
 
 def _koordinator(doc: Mapping[str, Any]) -> dict[str, str]:
     """The object's Koordinator labels and annotations, by key without the prefix."""
-    metadata = doc.get("metadata") or {}
+    metadata = mapping(doc.get("metadata"))
     keys: dict[str, str] = {}
     for part in ("annotations", "labels"):
-        for key, value in (metadata.get(part) or {}).items():
+        for key, value in mapping(metadata.get(part)).items():
             if str(key).startswith(PREFIX):
                 keys[str(key)[len(PREFIX) :]] = str(value)
     return keys
 
 
 def _source(doc: Mapping[str, Any], koordinator: bool) -> str:
-    metadata = doc.get("metadata") or {}
+    metadata = mapping(doc.get("metadata"))
     system = "Koordinator" if koordinator else "capacity scheduling"
     where = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
     return f"{system} ElasticQuota {where} ({doc.get('apiVersion')})"
 
 
 def _convert_one(origin: str, doc: Mapping[str, Any], notes: Notes) -> Node | None:
-    metadata = doc.get("metadata") or {}
+    metadata = mapping(doc.get("metadata"))
     name = str(metadata.get("name"))
     keys = _koordinator(doc)
     what = _source(doc, bool(keys))
@@ -73,7 +73,7 @@ def _convert_one(origin: str, doc: Mapping[str, Any], notes: Notes) -> Node | No
         node.namespace = str(metadata.get("namespace") or "default")
     parent = keys.get("parent", keys.get("parent-quota-name", ""))
     node.parent = None if parent in ROOT_NAMES else parent
-    spec = doc.get("spec") or {}
+    spec = mapping(doc.get("spec"))
     for list_name in ("min", "max"):
         node.put(list_name, amounts(spec.get(list_name), notes, origin, what, f"spec.{list_name}"))
     if "shared-weight" in keys:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quotree.import_nodes import Flavor, Node, Notes, amounts
+from quotree.import_nodes import Flavor, Node, Notes, amounts, mapping, mappings
 from quotree.quantity import parse_quantity
 
 __all__ = ["KUEUE_GROUP", "KUEUE_KINDS", "convert_kueue"]
@@ -73,12 +73,11 @@ class _Input:
 
 
 def _name(doc: Mapping[str, Any]) -> str:
-    return str((doc.get("metadata") or {}).get("name") or "")
+    return str(mapping(doc.get("metadata")).get("name") or "")
 
 
 def _spec(doc: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = doc.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+    return mapping(doc.get("spec"))
 
 
 def _source(doc: Mapping[str, Any], extra: str = "") -> str:
@@ -95,20 +94,20 @@ def _unread(origin: str, doc: Mapping[str, Any], read: set[str], notes: Notes) -
 def _plain(flavor: str, given: _Input) -> bool:
     """A flavor that stands for every node (a ResourceFlavor with no node labels)."""
     entry = given.flavors.get(flavor)
-    return entry is not None and not (_spec(entry[1]).get("nodeLabels") or {})
+    return entry is not None and not mapping(_spec(entry[1]).get("nodeLabels"))
 
 
 def _quotas(origin: str, doc: Mapping[str, Any], node: Node, given: _Input, notes: Notes) -> None:
     """A ClusterQueue's or Cohort's resource groups into the node's lists."""
     what = _source(doc)
-    for g, group in enumerate(_spec(doc).get("resourceGroups") or ()):
-        flavors = list(group.get("flavors") or ())
+    for g, group in enumerate(mappings(_spec(doc).get("resourceGroups"))):
+        flavors = mappings(group.get("flavors"))
         plain = len(flavors) == 1 and _plain(str(flavors[0].get("name")), given)
         for f, entry in enumerate(flavors):
             flavor = None if plain else str(entry.get("name"))
             if flavor is not None and flavor not in node.flavors:
                 node.flavors.append(flavor)
-            for r, resource in enumerate(entry.get("resources") or ()):
+            for r, resource in enumerate(mappings(entry.get("resources"))):
                 name = str(resource.get("name"))
                 where = f"spec.resourceGroups[{g}].flavors[{f}].resources[{r}]"
                 for kueue_field, list_name in _QUOTA_FIELDS.items():
@@ -119,7 +118,7 @@ def _quotas(origin: str, doc: Mapping[str, Any], node: Node, given: _Input, note
 
 
 def _preemption(origin: str, doc: Mapping[str, Any], node: Node, notes: Notes) -> None:
-    preemption = _spec(doc).get("preemption") or {}
+    preemption = mapping(_spec(doc).get("preemption"))
     within = str(preemption.get("withinClusterQueue") or "Never")
     node.within_quota = _WITHIN.get(within, "Never")
     what = _source(doc)
@@ -159,7 +158,7 @@ def _weight(doc: Mapping[str, Any], node: Node, weighted: bool) -> None:
     """Kueue's fair-sharing weight (default 1) on every resource of the node."""
     if not weighted:
         return
-    weight = (_spec(doc).get("fairSharing") or {}).get("weight", 1)
+    weight = mapping(_spec(doc).get("fairSharing")).get("weight", 1)
     try:
         scaled = str(round(float(str(weight)) * _WEIGHT_SCALE))
     except ValueError:
@@ -184,7 +183,7 @@ def convert_kueue(
         else:
             table[_name(doc)] = (origin, doc)
     weighted = any(
-        (_spec(d).get("fairSharing") or {}).get("weight") is not None
+        mapping(_spec(d).get("fairSharing")).get("weight") is not None
         for group in (given.cohorts, given.queues)
         for _, d in group.values()
     )
@@ -192,7 +191,8 @@ def convert_kueue(
     for name, (origin, doc) in given.flavors.items():
         _unread(origin, doc, {"nodeLabels"}, notes)
         if not _plain(name, given):
-            flavors.append(Flavor(name, _source(doc), dict(_spec(doc).get("nodeLabels") or {})))
+            labels = {str(k): str(v) for k, v in mapping(_spec(doc).get("nodeLabels")).items()}
+            flavors.append(Flavor(name, _source(doc), labels))
     quotas = _queues(given, notes, weighted)
     cohorts = _cohorts(given, quotas, notes, weighted)
     return flavors, [*cohorts, *quotas]
@@ -202,7 +202,7 @@ def _queues(given: _Input, notes: Notes, weighted: bool) -> list[Node]:
     covering: dict[str, list[str]] = {}
     where: dict[str, list[str]] = {}
     for origin, doc in given.locals:
-        namespace = str((doc.get("metadata") or {}).get("namespace") or "default")
+        namespace = str(mapping(doc.get("metadata")).get("namespace") or "default")
         queue = str(_spec(doc).get("clusterQueue") or "")
         _unread(origin, doc, {"clusterQueue"}, notes)
         if queue not in given.queues:
@@ -226,11 +226,9 @@ def _queues(given: _Input, notes: Notes, weighted: bool) -> list[Node]:
         node.namespace = namespaces[0] if namespaces else name
         node.namespaces = namespaces[1:]
         if not namespaces:
-            notes.add(
-                origin,
-                _source(doc),
-                "(no LocalQueue points to it)",
-                f"its ElasticQuota is put in namespace {name}, whose pods it takes",
+            notes.lines.append(
+                f"{origin}: {_source(doc)}: no LocalQueue points to it: its ElasticQuota is put "
+                f"in namespace {name}, whose pods it takes"
             )
         spec = _spec(doc)
         node.parent = str(spec.get("cohort") or spec.get("cohortName") or "") or None

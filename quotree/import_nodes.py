@@ -17,7 +17,7 @@ from typing import Any
 from quotree.models import GROUP, VERSION, Kind
 from quotree.quantity import QuantityError, add_amounts, format_quantity, parse_quantity
 
-__all__ = ["LISTS", "Flavor", "Node", "Notes", "amounts"]
+__all__ = ["LISTS", "Flavor", "Node", "Notes", "amounts", "mapping", "mappings"]
 
 API_VERSION = f"{GROUP}/{VERSION}"
 #: The resource lists of a Cohort or ElasticQuota, in the order they are written.
@@ -32,6 +32,16 @@ class Notes:
 
     def add(self, where: str, what: str, field_name: str, why: str) -> None:
         self.lines.append(f"{where}: {what}: {field_name} not carried over: {why}")
+
+
+def mapping(value: object) -> Mapping[str, Any]:
+    """`value` if it is an object, else an empty one (a malformed field reads as unset)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def mappings(value: object) -> list[Mapping[str, Any]]:
+    """The objects of a list (anything else reads as an empty list)."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
 
 
 def amounts(values: object, notes: Notes, where: str, what: str, field_name: str) -> dict[str, int]:

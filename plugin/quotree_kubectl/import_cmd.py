@@ -13,6 +13,7 @@ choice). Nothing here talks to the cluster.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from typing import Any
@@ -67,7 +68,18 @@ def _left_out(kinds: Counter[str]) -> str:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    """Convert, print, report; the exit code (0, or 1 for bad input or a broken rule)."""
+    """Convert, print, report; the exit code (0, or 1 for bad input or a broken rule; 2
+    for an internal error, one line as ever)."""
+    try:
+        return _run(args)
+    except Exception as exc:  # users never see a traceback
+        if os.environ.get("QUOTREE_DEBUG"):
+            raise
+        print(f"{PROG}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     paths = [*args.files, *args.filename] or ["-"]
     try:
         documents = list(load_documents(paths, recursive=args.recursive))

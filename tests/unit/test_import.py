@@ -239,9 +239,8 @@ spec: {clusterQueue: b}
     assert docs["c"]["metadata"]["namespace"] == "c"
     assert docs["c"]["spec"]["preemption"] == {"withinQuota": "Never"}  # Kueue's default
     assert conversion.notes == [
-        f"{path} document 3: Kueue ClusterQueue c (kueue.x-k8s.io/v1beta1): (no LocalQueue "
-        "points to it) not carried over: its ElasticQuota is put in namespace c, whose pods "
-        "it takes",
+        f"{path} document 3: Kueue ClusterQueue c (kueue.x-k8s.io/v1beta1): no LocalQueue "
+        "points to it: its ElasticQuota is put in namespace c, whose pods it takes",
         "namespace shared: LocalQueues of several ClusterQueues (a, b): its pods must name "
         "their quota with label quotree.io/quota-name",
     ]
@@ -313,3 +312,25 @@ class _Buffer:
 
     def read(self) -> bytes:
         return self._data
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "resourceGroups: nope",
+        "resourceGroups: [{flavors: nope}]",
+        "resourceGroups: [{flavors: [{name: f, resources: [{name: cpu, nominalQuota: lots}]}]}]",
+        "resourceGroups: [{flavors: [{name: f, resources: 3}]}]",
+        "fairSharing: 3\n  preemption: nope",
+    ],
+)
+def test_malformed_kueue_fields_are_notes_not_crashes(tmp_path: Path, spec: str) -> None:
+    path = tmp_path / "cq.yaml"
+    path.write_text(
+        f"apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {{name: q}}\n"
+        f"spec:\n  {spec}\n"
+    )
+    conversion = convert(load_documents([path]))
+    assert [c.describe() for c in conversion.objects] == ["ElasticQuota q/q"]
+    if "lots" in spec:
+        assert any("nominalQuota.cpu not carried over: " in n for n in conversion.notes)
