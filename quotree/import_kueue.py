@@ -220,8 +220,7 @@ def _queues(given: _Input, notes: Notes, weighted: bool) -> list[Node]:
     quotas = []
     for name, (origin, doc) in given.queues.items():
         namespaces = covering.get(name) or []
-        queues = ", ".join(f"{ns}" for ns in namespaces)
-        extra = f", its LocalQueues in {queues}" if namespaces else ""
+        extra = f", its LocalQueues in {', '.join(namespaces)}" if namespaces else ""
         node = Node("ElasticQuota", name, _source(doc, extra))
         node.namespace = namespaces[0] if namespaces else name
         node.namespaces = namespaces[1:]
