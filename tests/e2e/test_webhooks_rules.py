@@ -314,9 +314,8 @@ def test_cohort_with_children_cannot_be_deleted(
 def test_a_whole_tree_is_deleted_with_one_kubectl_delete(
     operator: OperatorProcess, namespace: str, suffix: str, tmp_path: Path
 ) -> None:
-    """`kubectl delete -f` of the file that made a Cohort and its two ElasticQuotas succeeds
-    at once: the quotas are gone from the API a moment before the operator hears of it, and
-    the webhook asks the API whether a Cohort's children are leaving."""
+    """`kubectl delete -f` of the file that made a Cohort and its two ElasticQuotas (the
+    Cohort after its children, as kubectl deletes in file order) succeeds at once."""
     text = render("tree-delete.yaml", namespace, suffix, fixed=True)
     path = tmp_path / "tree.yaml"
     path.write_text(text)
@@ -327,6 +326,35 @@ def test_a_whole_tree_is_deleted_with_one_kubectl_delete(
     gone = cluster_mod.kubectl("get", "cohort", f"del-org-{suffix}", check=False)
     assert gone.returncode != 0
     assert "NotFound" in gone.stderr
+
+
+HOLD = "e2e.quotree.io/hold"
+
+
+def test_children_being_deleted_do_not_hold_their_cohort(
+    operator: OperatorProcess, namespace: str, suffix: str, tmp_path: Path
+) -> None:
+    """Children that another controller's finalizer keeps (a GitOps tool's, a foreground
+    deletion's) are being deleted, not children: their Cohort goes in the same
+    `kubectl delete -f`, while the operator's view still holds them."""
+    text = render("tree-delete.yaml", namespace, suffix, fixed=True).replace(
+        f"namespace: {namespace}}}", f"namespace: {namespace}, finalizers: [{HOLD}]}}"
+    )
+    path = tmp_path / "tree.yaml"
+    path.write_text(text)
+    accepted(cluster_mod.kubectl("apply", "-f", str(path), check=False))
+    wait_known(text)
+    try:
+        output = accepted(
+            cluster_mod.kubectl("delete", "-f", str(path), "--wait=false", check=False)
+        )
+        assert f'cohort.quotree.io "del-org-{suffix}" deleted' in output
+    finally:
+        for child in ("del-a", "del-b"):
+            cluster_mod.kubectl(
+                "-n", namespace, "patch", "elasticquota", f"{child}-{suffix}", "--type=merge",
+                "-p", '{"metadata": {"finalizers": null}}', check=False,
+            )  # fmt: skip
 
 
 def test_quota_with_running_pods_cannot_be_deleted_but_its_namespace_can(
