@@ -33,7 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     sim = commands.add_parser(
         "simulate",
         help="run Cohort, ElasticQuota, Node and Pod YAML through the quota engine",
-        description="Preview what quotree would decide for these objects, without a cluster.",
+        description="Preview what quotree would decide for these objects, without a cluster. "
+        "Kueue's, capacity scheduling's and Koordinator's quota objects are converted as "
+        "`kubectl quotree import` converts them; kinds the simulator does not read are "
+        "skipped. Both are noted on standard error.",
         epilog=legend(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -86,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"quotree: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    for note in result.notes:
+        print(f"quotree: note: {note}", file=sys.stderr)
     if not emit(text):
         return 0  # the reader has all it wanted (`| head`)
     if args.output == "json":

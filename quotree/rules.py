@@ -351,10 +351,14 @@ def check_delete(
     *,
     admitted_pods: int = 0,
     namespace_deleting: bool = False,
+    leaving: Collection[str] = (),
 ) -> Verdict:
-    """Rule 7: may `old` be deleted?"""
+    """Rule 7: may `old` be deleted? Children in `leaving` (being deleted, or gone from
+    the API though the tree has not heard yet) are no longer children: a Cohort and its
+    children deleted together, as `kubectl delete -f` or a GitOps prune does, all go."""
     if not old.is_leaf:
-        problem = cohort_has_children(old, _structure(configs).children(old.name))
+        children = [c for c in _structure(configs).children(old.name) if c not in leaving]
+        problem = cohort_has_children(old, children)
     else:
         problem = None if namespace_deleting else quota_has_pods(old, admitted_pods)
     return Verdict(True) if problem is None else Verdict.deny(problem.message)

@@ -103,6 +103,17 @@ _TEMPLATE = obj({"metadata": METADATA, "spec": POD_SPEC}, required=("spec",))
 _COUNT = integer(0, INT32[1])
 _REPLICATED = obj({"replicas": _COUNT, "template": _TEMPLATE}, required=("template",))
 
+_JOB_SPEC = obj(
+    {
+        "parallelism": _COUNT,
+        "completions": _COUNT,
+        "suspend": boolean,
+        "completionMode": string,
+        "template": _TEMPLATE,
+    },
+    required=("template",),
+)
+
 #: Each kind the simulator reads, and its shape.
 KINDS: Mapping[str, Check] = {
     "Cohort": _top(),
@@ -138,18 +149,15 @@ KINDS: Mapping[str, Check] = {
     "Deployment": _top(spec=_REPLICATED),
     "ReplicaSet": _top(spec=_REPLICATED),
     "StatefulSet": _top(spec=_REPLICATED),
-    "Job": _top(
+    "Job": _top(spec=_JOB_SPEC, status=obj({"succeeded": _COUNT})),
+    "CronJob": _top(
         spec=obj(
             {
-                "parallelism": _COUNT,
-                "completions": _COUNT,
                 "suspend": boolean,
-                "completionMode": string,
-                "template": _TEMPLATE,
+                "jobTemplate": obj({"metadata": METADATA, "spec": _JOB_SPEC}, required=("spec",)),
             },
-            required=("template",),
-        ),
-        status=obj({"succeeded": _COUNT}),
+            required=("jobTemplate",),
+        )
     ),
 }
 

@@ -5,7 +5,12 @@ document's shape is checked before anything reads it (`quotree.schemas`): bad
 input is one line that names the file, the document, the object and the field.
 Namespaces are noted and skipped; PriorityClasses give pods their priority
 (`quotree.priority_classes`); Deployments, ReplicaSets, StatefulSets and Jobs
-become the pods their controllers would create (`quotree.workloads`).
+become the pods their controllers would create, and a CronJob the Job it would
+create next (`quotree.workloads`). Kinds the simulator does not read are skipped and
+named once in a note (`quotree.documents`); the quota objects of Kueue, capacity
+scheduling and Koordinator are converted as `kubectl quotree import` converts them
+(`quotree.importer`), and the conversion noted; a document without `apiVersion`, `kind` or
+`metadata.name` is refused, as kubectl refuses it.
 
 Quotas, cohorts and nodes are loaded first, through the same configuration
 rules the validating webhook applies and the same capacity rule the operator
@@ -28,22 +33,24 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from quotree.capacity import node_allocatable
+from quotree.documents import Handling, Skipped, classify
 from quotree.engine import Decisions, Engine, PodRecord, PodState
 from quotree.flavor_spec import parse_flavor
 from quotree.groups import job_facts
+from quotree.importer import convert
 from quotree.manifests import InputError as SimulationError
 from quotree.manifests import load_documents
-from quotree.models import DEFAULT_TREE, GROUP, VERSION, ConfigError, MemberConfig, parse_member
+from quotree.models import DEFAULT_TREE, ConfigError, MemberConfig, parse_member
 from quotree.options import EngineOptions
 from quotree.podfacts import pod_facts
 from quotree.priority_classes import PriorityClasses, PriorityError
 from quotree.quantity import add_amounts, format_quantity
 from quotree.report import render_tree
 from quotree.rules import check_apply_forest, missing_flavor
-from quotree.schemas import KINDS, check_document, describe
 from quotree.units import Units
 from quotree.workloads import (
     JobPods,
+    cronjob_job,
     deployment_pods,
     job_pods,
     replicaset_pods,
@@ -60,21 +67,6 @@ __all__ = [
     "simulate_documents",
     "table_report",
 ]
-
-API_VERSION = f"{GROUP}/{VERSION}"
-
-#: The apiVersion each kind must have where another group uses the same kind name
-#: (a Volcano Job is not a batch/v1 Job); Pods, Nodes and Namespaces may leave it out.
-API_VERSIONS = {
-    "Cohort": API_VERSION,
-    "ElasticQuota": API_VERSION,
-    "ResourceFlavor": API_VERSION,
-    "PriorityClass": "scheduling.k8s.io/v1",
-    "Deployment": "apps/v1",
-    "ReplicaSet": "apps/v1",
-    "StatefulSet": "apps/v1",
-    "Job": "batch/v1",
-}
 
 _WORKLOADS = {
     "Deployment": deployment_pods,
@@ -95,25 +87,9 @@ class Simulation:
     namespaces: list[str] = field(default_factory=list)
     #: The Jobs given, with the pods each runs at once.
     jobs: list[JobPods] = field(default_factory=list)
-
-
-def _checked(origin: str, doc: Mapping[str, Any]) -> str:
-    """The document's kind, once its shape is right; else SimulationError, one line."""
-    kind = doc.get("kind")
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise SimulationError(
-            f"{origin}: unknown kind {kind!r:.40} (want {', '.join(KINDS)} or List)"
-        )
-    want = API_VERSIONS.get(kind)
-    if want is not None and doc.get("apiVersion") != want:
-        raise SimulationError(
-            f"{origin}: {describe(doc)}: apiVersion must be {want}, "
-            f"not {doc.get('apiVersion')!r:.40}"
-        )
-    problems = check_document(doc)
-    if problems:
-        raise SimulationError(f"{origin}: {describe(doc)}: {'; '.join(problems)}")
-    return kind
+    #: What the input held that is not simulated as written: the objects converted from
+    #: other quota systems, the fields they lose, the kinds skipped (standard error).
+    notes: list[str] = field(default_factory=list)
 
 
 class SimulatedEngine(Engine):
@@ -190,8 +166,18 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
     sim = Simulation(engine, [])
     pods: list[tuple[str, Mapping[str, Any]]] = []
     classes = PriorityClasses()
-    for origin, doc in sim.units.noting(documents):
-        kind = _checked(origin, doc)
+    skipped, foreign = Skipped(), []
+    for origin, given in sim.units.noting(documents):
+        handling = classify(origin, given)
+        if handling is Handling.SKIP:
+            skipped.add(given)
+            continue
+        if handling is Handling.CONVERT:
+            foreign.append((origin, given))
+            continue
+        kind, doc = str(given["kind"]), given
+        if kind == "CronJob":
+            kind, doc = "Job", cronjob_job(given)
         try:
             if kind == "Pod":
                 pods.append((origin, doc))
@@ -210,6 +196,14 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
                 _configure(engine, origin, kind, doc, sim.warnings)
         except PriorityError as exc:
             raise SimulationError(f"{origin}: {exc}") from None
+    if foreign:
+        conversion = convert(foreign)
+        sim.notes += [*conversion.summary(), *conversion.notes]
+        for origin, doc in conversion.documents():
+            _configure(engine, origin, str(doc["kind"]), doc, sim.warnings)
+    note = skipped.note()
+    if note is not None:
+        sim.notes.append(note)
     for config in engine.all_configs().values():
         missing = missing_flavor(config, engine.flavors)
         if missing is not None:

@@ -13,7 +13,9 @@ than at random so the same input always gives the same names:
 - StatefulSet: `name-0` .. `name-N-1`;
 - Deployment: `name-<hash>-<suffix>` (the ReplicaSet `name-<hash>`, the hash
   taken from the pod template, as `pod-template-hash`);
-- ReplicaSet and Job: `name-<suffix>` (an Indexed Job: `name-<index>-<suffix>`).
+- ReplicaSet and Job: `name-<suffix>` (an Indexed Job: `name-<index>-<suffix>`);
+- CronJob: the Job it would create next, `name-<minutes>` (a number drawn from a hash,
+  where the controller writes the scheduled time in minutes), whose pods are the Job's.
 
 The hash and suffixes use the controllers' alphabet and lengths (10 and 5
 characters) but are not the ones a cluster would draw.
@@ -30,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "JobPods",
+    "cronjob_job",
     "deployment_pods",
     "job_pods",
     "replicaset_pods",
@@ -181,3 +184,32 @@ def job_pods(doc: Mapping[str, Any]) -> JobPods:
         else:
             pods.append(_pod(doc, f"{name}-{_suffix(name, i)}", labels))
     return JobPods(name, namespace, parallelism, completions, succeeded, indexed, tuple(pods))
+
+
+def cronjob_job(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The `batch/v1` Job a CronJob would create next (`spec.jobTemplate`), owned by it; a
+    suspended CronJob's Job is suspended too (it runs no pods)."""
+    name, namespace = _meta(doc)
+    spec = doc.get("spec") or {}
+    template = spec.get("jobTemplate") or {}
+    tmeta = template.get("metadata") or {}
+    minutes = int.from_bytes(_digest(name, namespace)[:3]) + 29_000_000  # a 2025-ish time
+    metadata: dict[str, Any] = {
+        "name": f"{name}-{minutes}",
+        "namespace": namespace,
+        "labels": dict(tmeta.get("labels") or {}),
+        "ownerReferences": [
+            {
+                "apiVersion": doc.get("apiVersion"),
+                "kind": "CronJob",
+                "name": name,
+                "controller": True,
+            }
+        ],
+    }
+    if tmeta.get("annotations"):
+        metadata["annotations"] = dict(tmeta["annotations"])
+    job_spec = copy.deepcopy(dict(template.get("spec") or {}))
+    if spec.get("suspend"):
+        job_spec["suspend"] = True
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}

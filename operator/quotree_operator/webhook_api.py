@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from quotree.models import GROUP, VERSION
 from quotree_operator.client import Kube
 from quotree_operator.kube_errors import KubeError
 
@@ -40,6 +41,20 @@ class WebhookCalls:
             missing_ok=True,
         )
         return data is None or bool((data.get("metadata") or {}).get("deletionTimestamp"))
+
+    async def member_leaving(self, kind: str, namespace: str | None, name: str) -> bool:
+        """True when the Cohort or ElasticQuota has a deletionTimestamp, or is already gone.
+        Asked as a list by name: the operator may list these kinds (it has no `get`)."""
+        api = self.kube.custom
+        plural = "cohorts" if kind == "Cohort" else "elasticquotas"
+        options = {"field_selector": f"metadata.name={name}", "_preload_content": False}
+        if namespace:
+            call = api.list_namespaced_custom_object(GROUP, VERSION, namespace, plural, **options)
+        else:
+            call = api.list_cluster_custom_object(GROUP, VERSION, plural, **options)
+        data = await self.kube.read(f"{kind} {name}: read", call)
+        items = data.get("items") or []
+        return not items or bool((items[0].get("metadata") or {}).get("deletionTimestamp"))
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Secret (the webhooks' shared certificate) as stored, or None if there is none."""

@@ -5,6 +5,7 @@
     kubectl quotree pending [-n NAMESPACE | -A] [--quota Q | --cohort C] [-o table|json]
     kubectl quotree what-if FILE [FILE ...]
     kubectl quotree simulate [FILE ...] [-R] [-o table|json]
+    kubectl quotree import [FILE ...|-] [-R]
 
 The global flags (`-n/--namespace`, `-A/--all-namespaces`, `--context`, `--kubeconfig`)
 go anywhere on the line, before or after the command, as with kubectl; without `-n` the
@@ -42,6 +43,7 @@ from quotree.simulate import (
     simulate_documents,
 )
 from quotree.units import Units
+from quotree_kubectl import import_cmd
 from quotree_kubectl.cluster import ClusterState, Kubectl, PluginError, live_documents
 from quotree_kubectl.pending import Selection, pending, render_pending, waiting_json
 from quotree_kubectl.tree_view import pending_reasons, tree_report
@@ -203,6 +205,7 @@ def _parser() -> argparse.ArgumentParser:
         default="table",
         help="table: the tree for a person to read (the default); json: the stable report",
     )
+    import_cmd.add_parser(commands)
     return parser
 
 
@@ -210,6 +213,8 @@ def _simulate(kubectl: Kubectl, args: argparse.Namespace) -> str:
     """The live cluster, then FILEs, through the simulator (files read before the cluster)."""
     extra = list(load_documents(args.files, recursive=args.recursive))
     result = simulate_documents([*live_documents(ClusterState.read(kubectl)), *extra])
+    for note in result.notes:  # kinds skipped, objects converted: said, not shown
+        print(f"kubectl quotree: note: {note}", file=sys.stderr)
     if args.output == "json":
         return render_json(result)
     return render_table(result)
@@ -344,6 +349,8 @@ def run(args: argparse.Namespace) -> str | Answer:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "import":
+        return import_cmd.run_import(args)  # no cluster: files in, YAML out
     try:
         out = run(args)
     except (PluginError, SimulationError) as exc:

@@ -12,6 +12,8 @@ import base64
 import json
 import re
 import ssl
+import subprocess
+import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -311,6 +313,52 @@ def test_cohort_with_children_cannot_be_deleted(
     )
 
 
+def test_a_whole_tree_is_deleted_with_one_kubectl_delete(
+    operator: OperatorProcess, namespace: str, suffix: str, tmp_path: Path
+) -> None:
+    """`kubectl delete -f` of the file that made a Cohort and its two ElasticQuotas (the
+    Cohort after its children, as kubectl deletes in file order) succeeds at once."""
+    text = render("tree-delete.yaml", namespace, suffix, fixed=True)
+    path = tmp_path / "tree.yaml"
+    path.write_text(text)
+    accepted(cluster_mod.kubectl("apply", "-f", str(path), check=False))
+    wait_known(text)
+    output = accepted(cluster_mod.kubectl("delete", "-f", str(path), check=False))
+    assert f'cohort.quotree.io "del-org-{suffix}" deleted' in output
+    gone = cluster_mod.kubectl("get", "cohort", f"del-org-{suffix}", check=False)
+    assert gone.returncode != 0
+    assert "NotFound" in gone.stderr
+
+
+HOLD = "e2e.quotree.io/hold"
+
+
+def test_children_being_deleted_do_not_hold_their_cohort(
+    operator: OperatorProcess, namespace: str, suffix: str, tmp_path: Path
+) -> None:
+    """Children that another controller's finalizer keeps (a GitOps tool's, a foreground
+    deletion's) are being deleted, not children: their Cohort goes in the same
+    `kubectl delete -f`, while the operator's view still holds them."""
+    text = render("tree-delete.yaml", namespace, suffix, fixed=True).replace(
+        f"namespace: {namespace}}}", f"namespace: {namespace}, finalizers: [{HOLD}]}}"
+    )
+    path = tmp_path / "tree.yaml"
+    path.write_text(text)
+    accepted(cluster_mod.kubectl("apply", "-f", str(path), check=False))
+    wait_known(text)
+    try:
+        output = accepted(
+            cluster_mod.kubectl("delete", "-f", str(path), "--wait=false", check=False)
+        )
+        assert f'cohort.quotree.io "del-org-{suffix}" deleted' in output
+    finally:
+        for child in ("del-a", "del-b"):
+            cluster_mod.kubectl(
+                "-n", namespace, "patch", "elasticquota", f"{child}-{suffix}", "--type=merge",
+                "-p", '{"metadata": {"finalizers": null}}', check=False,
+            )  # fmt: skip
+
+
 def test_quota_with_running_pods_cannot_be_deleted_but_its_namespace_can(
     operator: OperatorProcess, cluster: ModuleType, suffix: str, tmp_path: Path
 ) -> None:
@@ -583,3 +631,47 @@ def test_hypothesis_bodies_get_well_formed_answers(operator: OperatorProcess) ->
     assert base64.b64decode(mutating["webhooks"][0]["clientConfig"]["caBundle"]).startswith(
         b"-----BEGIN CERTIFICATE-----"
     )
+
+
+IMPORT_DATA = Path(__file__).parents[1] / "unit" / "data" / "import"
+
+
+@pytest.mark.parametrize(
+    ("sample", "namespaces"),
+    [
+        ("kueue.yaml", ["research", "research-dev", "batch"]),
+        ("koordinator.yaml", ["test"]),
+        ("capacity-scheduling.yaml", ["test", "quota-a", "quota-b"]),
+    ],
+)
+def test_imported_samples_are_accepted_and_valid(
+    operator: OperatorProcess, sample: str, namespaces: list[str]
+) -> None:
+    """`kubectl quotree import SAMPLE | kubectl apply -f -`: the webhook accepts every
+    converted object and the operator finds each valid."""
+    for name in namespaces:
+        cluster_mod.kubectl("create", "namespace", name, check=False)
+    converted = subprocess.run(
+        [sys.executable, "-m", "quotree_kubectl.cli", "import", str(IMPORT_DATA / sample)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert converted.returncode == 0, converted.stderr
+    docs = [d for d in yaml.safe_load_all(converted.stdout) if d]
+    try:
+        accepted(cluster_mod.kubectl("apply", "-f", "-", input=converted.stdout, check=False))
+        members = [d for d in docs if d["kind"] != "ResourceFlavor"]
+        wait_known("---\n".join(yaml.safe_dump(d) for d in members))
+        for doc in members:
+            meta = doc["metadata"]
+            where = ["-n", meta["namespace"]] if meta.get("namespace") else []
+            obj = cluster_mod.kubectl_json(*where, "get", doc["kind"].lower(), meta["name"])
+            valid = [c for c in obj["status"]["conditions"] if c["type"] == "Valid"]
+            assert valid[0]["status"] == "True", (meta["name"], valid)
+    finally:
+        children_first = "---\n".join(yaml.safe_dump(d) for d in reversed(docs))
+        cluster_mod.kubectl("delete", "-f", "-", "--ignore-not-found", input=children_first)
+        for name in namespaces:  # gone before another sample uses the name
+            cluster_mod.kubectl("delete", "namespace", name, "--timeout=60s", check=False)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -304,3 +306,27 @@ def test_system_namespaces_and_namespace_reach_every_object() -> None:
     ]
     assert conditions
     assert all("system:serviceaccount:quotas:quotree" in c for c in conditions)
+
+
+def test_the_rendered_chart_runs_through_the_simulator() -> None:
+    """`helm template charts/quotree | quotree simulate -`: the chart's kinds the simulator does
+    not read (CRDs, RBAC, Services, ...) are skipped and named once on standard error; its
+    Deployment's pods, in no quota, are simulated as unmanaged."""
+    rendered = _run(HELM, "template", "quotree", str(CHART), "--include-crds")
+    result = subprocess.run(
+        [sys.executable, "-m", "quotree.cli", "simulate", "-", "-o", "json"],
+        input=rendered,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("quotree: note:")]
+    assert len(notes) == 1, result.stderr
+    assert "skipped" in notes[0]
+    for kind in ("CustomResourceDefinition", "ClusterRole", "Service", "ServiceAccount"):
+        assert kind in notes[0]
+    pods = json.loads(result.stdout)["pods"]
+    assert pods
+    assert {entry["state"] for entry in pods.values()} == {"unmanaged"}

@@ -122,6 +122,14 @@ def test_rule_7_deletes() -> None:
     assert check_delete(current, current["a"]).allowed
 
 
+def test_rule_7_children_leaving_do_not_count() -> None:
+    current = tree(cohort("r"), quota("a", "r"), quota("b", "r"))
+    assert check_delete(current, current["r"], leaving={"a"}).message == (
+        "Cohort r: cannot delete a Cohort that has children (b); move or delete them first"
+    )
+    assert check_delete(current, current["r"], leaving={"a", "b"}).allowed
+
+
 def test_rule_8_moves_are_checked_at_the_new_parent() -> None:
     current = tree(
         cohort("full", min=cpu(10)),

@@ -114,8 +114,13 @@ def test_table_output_reads_as_a_tree(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("kind: DaemonSet\nmetadata: {name: d}\n", "document 1: unknown kind 'DaemonSet'"),
-        ("kind: Deployment\nmetadata: {name: d}\n", "Deployment d: apiVersion must be apps/v1"),
+        ("kind: DaemonSet\nmetadata: {name: d}\n", "document 1: DaemonSet d: apiVersion not set"),
+        ("apiVersion: v1\nkind: Pod\nspec: {}\n", "document 1: Pod: metadata.name not set"),
+        ("apiVersion: v1\nmetadata: {name: d}\n", "document 1: object d: kind not set"),
+        (
+            "apiVersion: apps/v1beta2\nkind: Deployment\nmetadata: {name: d}\n",
+            "Deployment d: apiVersion must be apps/v1",
+        ),
         (
             HEADER.replace('min: {cpu: "4"}', 'min: {cpu: "four"}'),
             "ElasticQuota a: spec.min: cpu: 'four' is not a quantity",
@@ -137,7 +142,7 @@ def test_table_output_reads_as_a_tree(tmp_path: Path) -> None:
             "document 3: Pod a/p: spec.containers[0].resources.requests.cpu: 'lots' is not a",
         ),
         ("a: [unclosed\n", "line"),
-        (HEADER.replace("quotree.io/v1alpha1", "scheduling.x-k8s.io/v1alpha1"), "apiVersion"),
+        (HEADER.replace("quotree.io/v1alpha1", "quotree.io/v1beta1"), "apiVersion must be"),
         (HEADER + pod_yaml("p", "1") + pod_yaml("p", "1"), "Pod a/p: defined twice"),
     ],
 )
@@ -203,4 +208,20 @@ def test_a_label_naming_a_quota_of_another_tree_is_refused(tmp_path: Path) -> No
     assert err.strip().endswith(
         "Pod a/p: rejected: ElasticQuota a does not cover namespace a in tree projects "
         "(quotas covering it: proj)"
+    )
+
+
+def test_kinds_the_simulator_does_not_read_are_skipped_and_named_once(tmp_path: Path) -> None:
+    others = (
+        "---\napiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: a}\n"
+        "---\napiVersion: v1\nkind: Service\nmetadata: {name: t, namespace: a}\n"
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: a}\n"
+        "---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d, namespace: a}\n"
+    )
+    code, out, err = run(tmp_path, HEADER + others + pod_yaml("p1", "1"), "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["pods"]["a/p1"]["state"] == "admitted"
+    assert err == (
+        "quotree: note: skipped 4 objects of kinds the simulator does not read: "
+        "ConfigMap, DaemonSet, Service x2\n"
     )

@@ -50,7 +50,10 @@ def write(path: Path, text: str) -> Path:
 def test_a_directory_is_its_manifests_in_name_order(tmp_path: Path) -> None:
     write(tmp_path / "b-pods.yml", POD + "---\n" + POD.replace("name: p,", "name: q,"))
     write(tmp_path / "a-tree.yaml", NODE + "---\n" + QUOTA)
-    write(tmp_path / "c.json", json.dumps({"kind": "Namespace", "metadata": {"name": "a"}}))
+    write(
+        tmp_path / "c.json",
+        json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}),
+    )
     write(tmp_path / "notes.txt", "not a manifest")
     write(tmp_path / "sub" / "more.yaml", "kind: Unread\n")  # not read without -R
     sim = simulate([tmp_path])
@@ -118,9 +121,12 @@ def test_a_binary_or_undecodable_file_is_one_line(
 
 
 def test_list_items_are_documents(tmp_path: Path) -> None:
-    items = [{"kind": "Namespace", "metadata": {"name": "x"}}, {"kind": "Pod", "spec": 5}]
+    items = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": 5},
+    ]
     path = write(tmp_path / "list.json", json.dumps({"kind": "List", "items": items}))
-    with pytest.raises(SimulationError, match=r"list.json document 1 item 2: Pod: spec: must be"):
+    with pytest.raises(SimulationError, match=r"list.json document 1 item 2: Pod p: spec: must be"):
         simulate([path])
 
 

@@ -10,7 +10,13 @@ import pytest
 import yaml
 
 from quotree.simulate import SimulationError, simulate, to_json
-from quotree.workloads import deployment_pods, job_pods, replicaset_pods, statefulset_pods
+from quotree.workloads import (
+    cronjob_job,
+    deployment_pods,
+    job_pods,
+    replicaset_pods,
+    statefulset_pods,
+)
 
 TEMPLATE = {
     "metadata": {"labels": {"app": "w"}},
@@ -138,9 +144,58 @@ def test_a_job_of_parallelism_one_is_no_group(tmp_path: Path) -> None:
     assert report["groups"] == {}
 
 
-def test_a_job_of_another_group_is_refused(tmp_path: Path) -> None:
+def test_a_job_of_another_group_is_skipped_and_noted(tmp_path: Path) -> None:
+    path = tmp_path / "in.yaml"
+    path.write_text(TREE + "---\n" + yaml.safe_dump(workload("Job", "batch.volcano.sh/v1alpha1")))
+    result = simulate([path])
+    assert to_json(result)["pods"] == {}
+    assert result.notes == [
+        "skipped 1 object of kinds the simulator does not read: Job (batch.volcano.sh/v1alpha1)"
+    ]
+
+
+def test_a_job_of_another_version_of_batch_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SimulationError, match="Job team/w: apiVersion must be batch/v1"):
-        sim(tmp_path, workload("Job", "batch.volcano.sh/v1alpha1"))
+        sim(tmp_path, workload("Job", "batch/v2"))
+
+
+def cronjob(**spec: Any) -> dict[str, Any]:
+    job = {"parallelism": 2, "completions": 2, "template": TEMPLATE}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "team"},
+        "spec": {
+            "schedule": "0 3 * * *",
+            "jobTemplate": {"metadata": {"labels": {"app": "etl"}}, "spec": job},
+            **spec,
+        },
+    }
+
+
+def test_a_cronjob_is_the_job_it_would_create() -> None:
+    job = cronjob_job(cronjob())
+    assert job["kind"] == "Job"
+    assert job["apiVersion"] == "batch/v1"
+    assert job["metadata"]["name"].startswith("nightly-")
+    assert job["metadata"]["name"][len("nightly-") :].isdigit()
+    assert job["metadata"]["namespace"] == "team"
+    assert job["metadata"]["labels"] == {"app": "etl"}
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+    assert job["spec"]["parallelism"] == 2
+    assert cronjob_job(cronjob()) == job  # the same input, the same name
+
+
+def test_a_cronjob_in_the_simulator_runs_its_jobs_pods_as_one_group(tmp_path: Path) -> None:
+    report = sim(tmp_path, cronjob())
+    name = cronjob_job(cronjob())["metadata"]["name"]
+    assert sorted(e["state"] for e in report["pods"].values()) == ["admitted"] * 2
+    assert all(key.startswith(f"team/{name}-") for key in report["pods"])
+    assert report["groups"][f"team/{name}"]["size"] == 2
+
+
+def test_a_suspended_cronjob_runs_nothing(tmp_path: Path) -> None:
+    assert sim(tmp_path, cronjob(suspend=True))["pods"] == {}
 
 
 def test_a_template_problem_names_the_workload_and_the_field(tmp_path: Path) -> None:

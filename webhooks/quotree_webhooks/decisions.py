@@ -35,6 +35,7 @@ __all__ = [
     "PodMutation",
     "RecentlyAllowed",
     "Resolver",
+    "cohort_children",
     "describe_pod",
     "member_identity",
     "review_member",
@@ -139,6 +140,44 @@ class RecentlyAllowed:
         return out
 
 
+def _forest(
+    engine: Engine, recent: RecentlyAllowed | None
+) -> Mapping[str, Mapping[str, MemberConfig]]:
+    forest = engine.tree_configs()
+    return forest if recent is None else recent.view_forest(forest)
+
+
+def _deleted(
+    forest: Mapping[str, Mapping[str, MemberConfig]], old: Mapping[str, Any] | None
+) -> tuple[Mapping[str, MemberConfig], MemberConfig] | None:
+    """The tree that holds the object being deleted, and the object; None when nothing
+    can hang on it (never accepted into the tree, or not the object the tree holds under
+    its name)."""
+    if old is None:
+        return None
+    try:
+        parsed = parse_member(old)
+    except ConfigError:
+        return None  # never accepted into the tree: nothing depends on it
+    # The tree that holds the name (the object's own, unless it moved a moment ago).
+    configs = next((c for c in forest.values() if parsed.name in c), forest.get(parsed.tree, {}))
+    if not _same_object(configs.get(parsed.name), parsed):
+        return None
+    return configs, parsed
+
+
+def cohort_children(
+    engine: Engine, old: Mapping[str, Any] | None, recent: RecentlyAllowed | None = None
+) -> list[MemberConfig]:
+    """The children the tree shows for a Cohort being deleted (none for an ElasticQuota):
+    the webhook asks the API which of them are being deleted or gone already."""
+    target = _deleted(_forest(engine, recent), old)
+    if target is None or target[1].is_leaf:
+        return []
+    configs, parsed = target
+    return [configs[c] for c in configs if configs[c].parent == parsed.name]
+
+
 def review_member(
     engine: Engine,
     operation: str,
@@ -148,35 +187,29 @@ def review_member(
     namespace_deleting: bool = False,
     recent: RecentlyAllowed | None = None,
     dry_run: bool = False,
+    leaving: Collection[str] = (),
 ) -> Verdict:
     """The answer to a CREATE, UPDATE or DELETE of a Cohort or ElasticQuota (rules 1 to 8).
 
     `engine` is the operator's current view; it is only read. Metadata-only
     updates (finalizers, the operator's annotations) and updates of an
     object being deleted are always allowed, so that a broken tree can never
-    block its own repair or removal.
+    block its own repair or removal. `leaving`: the children of a Cohort being deleted
+    that the API shows being deleted or gone (`cohort_children` names whom to ask).
     """
-    forest = engine.tree_configs()
-    if recent is not None:
-        forest = recent.view_forest(forest)
+    forest = _forest(engine, recent)
     if operation == "DELETE":
-        if old is None:
-            return Verdict(True)
-        try:
-            parsed = parse_member(old)
-        except ConfigError:
-            return Verdict(True)  # never accepted into the tree: nothing depends on it
-        # The tree that holds the name (the object's own, unless it moved a moment ago).
-        configs = next(
-            (c for c in forest.values() if parsed.name in c), forest.get(parsed.tree, {})
-        )
-        current = configs.get(parsed.name)
-        if not _same_object(current, parsed):
-            # Not the object the tree holds under this name: nothing hangs on it.
-            return Verdict(True)
+        target = _deleted(forest, old)
+        if target is None:
+            return Verdict(True)  # nothing hangs on it
+        configs, parsed = target
         admitted = engine.admitted_count(parsed.name) if parsed.is_leaf else 0
         return check_delete(
-            configs, parsed, admitted_pods=admitted, namespace_deleting=namespace_deleting
+            configs,
+            parsed,
+            admitted_pods=admitted,
+            namespace_deleting=namespace_deleting,
+            leaving=leaving,
         )
     if new is None:
         return Verdict(True)

@@ -15,12 +15,14 @@ message, so a user never sees a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
+from quotree import Engine, MemberConfig
 from quotree_webhooks import decisions
 from quotree_webhooks.configurations import (
     COHORTS_VALIDATE,
@@ -29,7 +31,7 @@ from quotree_webhooks.configurations import (
     PODS_MUTATE,
     PODS_VALIDATE,
 )
-from quotree_webhooks.settings import WebhookState, state_from_memo
+from quotree_webhooks.settings import WebhookApi, WebhookState, state_from_memo
 
 __all__ = [
     "NAMESPACE_CONTROLLER",
@@ -104,6 +106,26 @@ async def _namespace_deleting(state: WebhookState, namespace: str, username: str
     return username == NAMESPACE_CONTROLLER
 
 
+async def _children_leaving(
+    api: WebhookApi, engine: Engine, old: Mapping[str, Any] | None, state: WebhookState
+) -> set[str]:
+    """Rule 7's children that do not count: those of a Cohort being deleted that the API
+    shows being deleted or gone (the tree hears of a deletion a moment after it happens,
+    and `kubectl delete -f` of a whole tree deletes the children just before their Cohort).
+    A child the API cannot answer for counts."""
+    children = decisions.cohort_children(engine, old, state.recently_allowed)
+
+    async def leaving(child: MemberConfig) -> bool:
+        try:
+            return await api.member_leaving(child.kind, child.namespace, child.name)
+        except Exception as exc:
+            logger.warning("webhooks: cannot read %s: %s", child.describe(), exc)
+            return False
+
+    answers = await asyncio.gather(*(leaving(child) for child in children))
+    return {child.name for child, gone in zip(children, answers, strict=True) if gone}
+
+
 async def _validate_quota_object(
     operation: str,
     *,
@@ -123,12 +145,16 @@ async def _validate_quota_object(
         if kind == "ElasticQuota" and namespace and engine.admitted_count(name) > 0:
             username = str(userinfo.get("username", ""))
             namespace_deleting = await _namespace_deleting(state, namespace, username)
+    leaving: set[str] = set()
+    if operation == "DELETE" and state.api is not None:
+        leaving = await _children_leaving(state.api, engine, old_body, state)
     verdict = decisions.review_member(
         engine,
         operation,
         new_body,
         old_body,
         namespace_deleting=namespace_deleting,
+        leaving=leaving,
         recent=state.recently_allowed,
         dry_run=dry_run,
     )

@@ -68,6 +68,8 @@ class FakeKube:
         self.secrets: dict[str, dict[str, Any]] = {}
         #: Namespaces that have a deletionTimestamp.
         self.deleting: set[str] = set()
+        #: Cohorts and ElasticQuotas (by name) being deleted or gone from the API.
+        self.leaving: set[str] = set()
         #: Raised by every call while set (the API server is unreachable or failing).
         self.down: KubeError | None = None
         self._scripted: dict[str, list[KubeError]] = defaultdict(list)
@@ -302,6 +304,10 @@ class FakeKube:
     async def namespace_deleting(self, name: str) -> bool:
         self._answer("namespace_deleting")
         return name in self.deleting
+
+    async def member_leaving(self, kind: str, namespace: str | None, name: str) -> bool:
+        self._answer("member_leaving")
+        return name in self.leaving
 
     async def apply_webhook_configurations(
         self, mutating: dict[str, Any], validating: dict[str, Any]

@@ -18,10 +18,12 @@ from hypothesis import strategies as st
 
 from quotree import ADMISSION_GATE, QUOTA_LABEL, STANDING_LABEL, Engine, PodFacts, parse_member
 from quotree.resolution import never_gated
+from quotree_operator.kube_errors import KubeError
 from quotree_webhooks import configurations, decisions, handlers
 from quotree_webhooks.settings import WebhookSettings, WebhookState
 from tests.unit.objects import cohort, engine_with, quota
 from tests.unit.objects import user_pod as pod
+from tests.unit.operator.fake_kube import FakeKube
 
 OPERATOR = "system:serviceaccount:quotree-system:quotree"
 
@@ -346,6 +348,30 @@ async def test_handler_delete_quota_namespace_controller_fallback(tree: Engine) 
         await handlers.validate_elasticquota(**kwargs)
     kwargs["userinfo"] = {"username": handlers.NAMESPACE_CONTROLLER}
     await handlers.validate_elasticquota(**kwargs)
+
+
+async def test_handler_delete_cohort_whose_children_are_leaving(tree: Engine) -> None:
+    """`kubectl delete -f` of a whole tree: the children are deleted (or being deleted)
+    just before their Cohort, while the tree still shows them; the API says they go."""
+    api = FakeKube()
+    memo = memo_for(tree, api=api)
+    old = cohort("research", min={"cpu": "40"})
+    api.leaving = {"team-a"}
+    kwargs = member_kwargs("DELETE", None, old, memo)
+    with pytest.raises(kopf.AdmissionError, match=r"has children \(team-b\)"):
+        await handlers.validate_cohort(**kwargs)
+    api.leaving = {"team-a", "team-b"}
+    await handlers.validate_cohort(**member_kwargs("DELETE", None, old, memo))
+
+
+async def test_handler_delete_cohort_child_the_api_cannot_answer_for_counts(tree: Engine) -> None:
+    api = FakeKube()
+    api.leaving = {"team-a", "team-b"}
+    api.down = KubeError(503, "Cohort: read: 503 unavailable")
+    old = cohort("research", min={"cpu": "40"})
+    kwargs = member_kwargs("DELETE", None, old, memo_for(tree, api=api))
+    with pytest.raises(kopf.AdmissionError, match=r"has children \(team-a, team-b\)"):
+        await handlers.validate_cohort(**kwargs)
 
 
 async def test_handler_not_ready_refuses_politely(tree: Engine) -> None:
