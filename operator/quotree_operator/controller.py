@@ -103,7 +103,7 @@ class Controller:
         memory = StatusMemory()
         self.inputs = Inputs(self.engine, memory, self.signals)
         self.jobs = Jobs(self.engine, self.inputs, self.inputs.book)
-        self.pod_groups = PodGroups(self.engine, self.signals)
+        self.pod_groups = PodGroups(self.engine, self.inputs)
         #: Every write goes through this: a standby writes nothing (leader_writes.py).
         self.writes = LeaderWrites(kube, self.signals)
         self.actuator = Actuator(self.writes, self.inputs, config.concurrency)

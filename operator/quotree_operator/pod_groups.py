@@ -20,7 +20,7 @@ from quotree.engine import Engine
 from quotree.models import ConfigError
 from quotree.native_groups import POD_GROUP_API, pod_group_facts
 from quotree_operator.api import KubeAPI
-from quotree_operator.inputs import Signals
+from quotree_operator.inputs import Inputs
 from quotree_operator.kube_errors import KubeError
 
 __all__ = ["WHAT", "PodGroups"]
@@ -34,9 +34,9 @@ WHAT = "podgroups"
 class PodGroups:
     """See module docstring."""
 
-    def __init__(self, engine: Engine, signals: Signals) -> None:
+    def __init__(self, engine: Engine, inputs: Inputs) -> None:
         self.engine = engine
-        self.signals = signals
+        self.inputs = inputs
         #: The PodGroups the engine was told of, "namespace/name".
         self.known: set[str] = set()
         #: Whether the cluster serves the API (None: not asked yet).
@@ -59,7 +59,13 @@ class PodGroups:
         else:
             self.known.add(key)
         self.engine.group_ledger.observe_pod_group(key, facts)
-        self.signals.changed()
+        # Its pods that waited for it may form a group now: the group counts of the
+        # quotas of its namespace may change.
+        namespace = key.split("/", 1)[0]
+        for tree in self.engine.trees:
+            for name in self.engine.covering(namespace, tree):
+                self.inputs.dirty.add(name)
+        self.inputs.signals.changed()
 
     def relist(self, bodies: list[dict[str, Any]]) -> None:
         """The watch had to list again (410 Gone): forget the PodGroups that went meanwhile."""

@@ -89,7 +89,9 @@ async def test_pods_wait_for_their_podgroup_from_the_watch() -> None:
         body = linked(pod("team", f"p-{i}", {GPU: "1"}), "pair")
         controller.inputs.observe_pod(body, deleted=False)
     assert "its PodGroup team/pair does not exist yet" in controller.engine.pods["team/p-0"].reason
+    controller.inputs.dirty.take()
     controller.pod_groups.observe(pod_group("pair", 2), deleted=False)
+    assert "team" in controller.inputs.dirty.take()[1]  # its group counts may change
     decisions = controller.engine.decide(1.0)
     assert sorted(key for key, _ in decisions.admitted) == ["team/p-0", "team/p-1"]
     controller.pod_groups.relist([])  # gone while the watch was away
