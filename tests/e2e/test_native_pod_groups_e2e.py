@@ -167,6 +167,7 @@ def test_a_jobs_own_gang_is_admitted_bound_reclaimed_and_back_as_one_group(
             "the Job resumed with 4 new pods",
         )
         assert job["status"].get("failed", 0) == 0, json.dumps(job["status"])
+        assert {link(p) for p in job_pods(ns, "train")} == {name}  # the same PodGroup
         held_for(3, lambda: admitted(job_pods(ns, "train")) == 0, "the gang partly admitted")
         assert k.status("eq", "a", ns).get("pendingGroups") == 1
         # b's pod goes: the gang comes back whole.
