@@ -7,8 +7,8 @@ scheduler's `GangScheduling` and the job controller's `WorkloadWithJob`
 stories: an Indexed Job of 4 one-GPU pods, grouped by the job controller's own PodGroup,
 waits whole in 3 GPUs with none bound, is admitted and bound whole in 4, is reclaimed
 whole by suspending the Job (no failure charged) and comes back as one group; a
-user-made gang PodGroup of minCount 3 with plain pods waits whole at 2 of 3 and is
-admitted at 3.
+user-made gang PodGroup of minCount 3 with plain pods waits whole at 2 of 3 (a pod whose
+quotree label names another group is refused) and is admitted at 3.
 """
 
 from __future__ import annotations
@@ -209,6 +209,15 @@ def test_a_user_made_gang_waits_whole_until_its_min_count_exists(
 
     cluster.wait_until(lambda: told_incomplete() == {"trio-0", "trio-1"}, 30, "both told")
     held_for(2, lambda: not k.admitted_pods(namespace), "a pod of the gang was admitted")
+    # A quotree label that names another group than its PodGroup: refused at CREATE.
+    odd = gang_pod("trio-odd", namespace, "trio")
+    odd["metadata"]["labels"][POD_GROUP_LABEL] = "quartet"
+    refused = cluster.kubectl("apply", "-f", "-", input=json.dumps(odd), check=False)
+    assert refused.returncode != 0
+    assert (
+        f"Pod {namespace}/trio-odd: label quotree.io/pod-group=quartet disagrees with "
+        "spec.schedulingGroup.podGroupName trio" in refused.stderr
+    ), refused.stderr
     k.apply(gang_pod("trio-2", namespace, "trio"))
     cluster.wait_until(lambda: len(k.admitted_pods(namespace)) == 3, 60, "the gang admitted")
     cluster.wait_until(
