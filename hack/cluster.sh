@@ -19,6 +19,25 @@ source "${HACK_DIR}/lib.sh"
 APISERVER_URL="https://127.0.0.1:${APISERVER_PORT}"
 KUBECTL="$(component_bin kubectl)"
 
+# Kubernetes' own pod groups (docs/pod-groups.md): the alpha API scheduling.k8s.io/v1alpha2
+# served, GenericWorkload in every component, the scheduler's gang cycle and the job
+# controller's own Workloads and PodGroups (WorkloadWithJob also in the API server: its
+# built-in RBAC lets the job controller create them only then).
+RUNTIME_CONFIG="scheduling.k8s.io/v1alpha2=true"
+APISERVER_GATES="GenericWorkload=true,WorkloadWithJob=true"
+KCM_GATES="GenericWorkload=true,WorkloadWithJob=true"
+SCHEDULER_GATES="GenericWorkload=true,GangScheduling=true"
+# What a start wrote down of these: a running control plane started with other ones is
+# restarted by `up` (and `status` says so and fails).
+FLAGS_FILE="${QUOTREE_RUN}/control-plane.flags"
+
+flags_wanted() {
+  printf 'runtime-config %s\napiserver %s\ncontroller-manager %s\nscheduler %s\n' \
+    "${RUNTIME_CONFIG}" "${APISERVER_GATES}" "${KCM_GATES}" "${SCHEDULER_GATES}"
+}
+
+flags_current() { [[ -f "${FLAGS_FILE}" && "$(<"${FLAGS_FILE}")" == "$(flags_wanted)" ]]; }
+
 port_of() {
   case "$1" in
     etcd) echo "${ETCD_CLIENT_PORT} ${ETCD_PEER_PORT}" ;;
@@ -240,11 +259,14 @@ cmd_up() {
   local n
   n="$(running_count)"
   if [[ "${n}" -eq "${#PROCESSES[@]}" ]] && apiserver_ready; then
-    log "already running (${n}/${#PROCESSES[@]} processes, /readyz ok); nothing to do"
-    print_access
-    return 0
-  fi
-  if [[ "${n}" -gt 0 ]]; then
+    if flags_current; then
+      log "already running (${n}/${#PROCESSES[@]} processes, /readyz ok); nothing to do"
+      print_access
+      return 0
+    fi
+    log "running, but started with other flags than these (${FLAGS_FILE}); restarting"
+    cmd_down
+  elif [[ "${n}" -gt 0 ]]; then
     log "${n}/${#PROCESSES[@]} processes running from an earlier start; stopping them first"
     cmd_down
   fi
@@ -263,6 +285,7 @@ cmd_up() {
   "$(venv_python)" "${HACK_DIR}/pki.py" --pki-dir "${PKI_DIR}" --run-dir "${QUOTREE_RUN}" \
     --server "${APISERVER_URL}"
   local start=${SECONDS}
+  rm -f "${FLAGS_FILE}"
 
   start_process etcd \
     --name=quotree \
@@ -299,6 +322,8 @@ cmd_up() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="${PKI_DIR}/sa.pub" \
     --service-account-signing-key-file="${PKI_DIR}/sa.key" \
+    --runtime-config="${RUNTIME_CONFIG}" \
+    --feature-gates="${APISERVER_GATES}" \
     --profiling=false \
     --v=1
   wait_for 120 "kube-apiserver /readyz" apiserver_ready \
@@ -319,6 +344,7 @@ cmd_up() {
     --leader-elect=false \
     --kube-api-qps="${KCM_QPS}" \
     --kube-api-burst="${KCM_BURST}" \
+    --feature-gates="${KCM_GATES}" \
     --profiling=false \
     --v=1
   start_process kube-scheduler \
@@ -330,6 +356,7 @@ cmd_up() {
     --leader-elect=false \
     --kube-api-qps="${SCHEDULER_QPS}" \
     --kube-api-burst="${SCHEDULER_BURST}" \
+    --feature-gates="${SCHEDULER_GATES}" \
     --profiling=false \
     --v=1
   local kwok_options=()
@@ -362,6 +389,7 @@ cmd_up() {
     || fail_up "kube-controller-manager made no default ServiceAccount"
   local p
   for p in "${PROCESSES[@]}"; do process_alive_or_die "${p}" || fail_up "${p} died"; done
+  flags_wanted >"${FLAGS_FILE}"
   log "ready in $((SECONDS - start))s"
   print_access
 }
@@ -412,6 +440,10 @@ cmd_status() {
       ok=1
     fi
   done
+  if ((ok == 0)) && ! flags_current; then
+    echo "  started with other flags than hack/cluster.sh's (${FLAGS_FILE}): \`up\` restarts it"
+    ok=1
+  fi
   if apiserver_ready; then
     echo "  apiserver ${APISERVER_URL}: /readyz ok, $(kc version -o json 2>/dev/null \
       | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -1)"

@@ -20,6 +20,7 @@ from typing import Any
 from quotree.importer import importable
 from quotree.manifests import InputError
 from quotree.models import GROUP, VERSION
+from quotree.native_groups import POD_GROUP_API
 from quotree.schemas import KINDS, check_document, describe
 
 __all__ = ["API_VERSIONS", "Handling", "Skipped", "classify"]
@@ -40,6 +41,8 @@ API_VERSIONS = {
     "StatefulSet": "apps/v1",
     "Job": "batch/v1",
     "CronJob": "batch/v1",
+    "PodGroup": POD_GROUP_API,
+    "Workload": POD_GROUP_API,
 }
 
 

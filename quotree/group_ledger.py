@@ -4,9 +4,10 @@ Why a module of its own: api.md's "Pod groups (gangs)" makes a group of pods one
 admission and eviction. The decision loop admits and evicts units (`gang_admission.py`);
 this part keeps the groups it works on, in front of the pod intake (`intake.py`):
 
-- which group a pod belongs to: its label and annotations, or its Job's facts
-  (`observe_job`); a pod of a Job not known yet, or one that disagrees with its group's
-  other pods (`groups.disagreement`), waits alone, holding nothing, with a reason;
+- which group a pod belongs to (group_sources.py: its Kubernetes PodGroup, its label
+  and annotations, or its Job); a pod whose Job or PodGroup is not known yet, or one that
+  disagrees with its group's other pods (`groups.disagreement`), waits alone, holding
+  nothing, with a reason;
 - an incomplete group (fewer than `min` pods exist) holds nothing: its pods are kept
   here, gated, with a reason, and never reach the intake (no demand, no queue);
 - once complete, all its pods are taken in at once, charged (a waiting group counts
@@ -31,9 +32,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from quotree.group_records import ADMITTED, INCOMPLETE, PENDING, GroupRecord, Groups, GroupView
-from quotree.groups import GroupSpec, JobFacts, disagreement, group_spec
+from quotree.group_sources import PODGROUP, GroupSources, Waits
+from quotree.groups import GroupSpec, JobFacts, disagreement
 from quotree.ledger import Ledger
-from quotree.models import ConfigError
+from quotree.native_groups import PodGroupFacts
 from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
 from quotree.reservations import Reservations
@@ -57,7 +59,8 @@ class GroupLedger:
         self.reservations = reservations
         self.groups: dict[str, GroupRecord] = {}
         self.of_pod: dict[str, str] = {}  # pod key -> its group's key
-        self.jobs: dict[str, JobFacts] = {}  # "namespace/name" -> the Job's facts
+        self.sources = GroupSources()  # the Jobs and PodGroups
+        self.jobs = self.sources.jobs  # "namespace/name" -> the Job's facts
         self.alone: dict[str, str | None] = {}  # pods held alone -> the Job they wait for
         self._waiting_for: dict[str, set[str]] = {}  # Job -> the pods held alone for it
         #: quota -> [pending, admitted] groups; and the gated pods kept here, per quota
@@ -75,21 +78,34 @@ class GroupLedger:
         """A Job the operator watches; its pods held for want of it are taken in again. A
         finished Job's group keeps no reservation."""
         self.jobs[job.key] = job
-        for key in sorted(self._waiting_for.pop(job.key, ())):
+        self._retake(job.key)
+        if job.finished:
+            self._job_over(job.key)
+
+    def observe_pod_group(self, key: str, pod_group: PodGroupFacts | None) -> None:
+        """A Kubernetes PodGroup ("namespace/name"; None: it is gone) as the cluster shows
+        it; its pods held for want of it are taken in again. Pods that name it once it is
+        gone wait for it; the ones in its group stay there."""
+        if pod_group is None:
+            self.sources.pod_groups.pop(key, None)
+            return
+        self.sources.pod_groups[key] = pod_group
+        self._retake(PODGROUP + key)
+
+    def _retake(self, awaited: str) -> None:
+        for key in sorted(self._waiting_for.pop(awaited, ())):
             record = self.ledger.pods.get(key)
             if record is not None:
                 self.forget(key)
                 self.observe(record.facts)
-        if job.finished:
-            self._job_over(job.key)
 
     def forget_job(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"
-        self.jobs.pop(key, None)
         self._job_over(key)
+        self.sources.forget_job(key)
 
     def _job_over(self, key: str) -> None:
-        group = self.groups.get(key)
+        group = self.groups.get(self.sources.group_of_job(key))
         if group is None or group.job is None or not group.slots:
             return
         self.reservations.release(group)
@@ -134,8 +150,8 @@ class GroupLedger:
         if key in self.ledger.pods:
             return self._intake.observe(facts)  # a pod on its own, known already
         try:
-            spec, job = self._spec(facts)
-        except _Waits as waits:
+            spec, job = self.sources.spec(facts)
+        except Waits as waits:
             return self._hold_alone(facts, str(waits), waits.job)
         if spec is None:
             return self._intake.observe(facts)
@@ -237,26 +253,6 @@ class GroupLedger:
             tally[1 if group.state == ADMITTED else 0] += sign
 
     # ------------------------------------------------------------ inside
-
-    def _spec(self, facts: PodFacts) -> tuple[GroupSpec | None, str | None]:
-        """The group a new pod declares and the Job that makes it (None: on its own)."""
-        if facts.group is not None:
-            return facts.group, None
-        if facts.owner_job is None or not facts.gated:
-            return None, None
-        job_key = f"{facts.namespace}/{facts.owner_job}"
-        job = self.jobs.get(job_key)
-        if job is None:
-            raise _Waits(
-                f"waiting: its Job {job_key} is not known to quotree yet (pods of a Job with "
-                "parallelism above 1 are admitted as one group)",
-                job_key,
-            )
-        try:
-            spec = group_spec(facts.labels, facts.group_notes, f"Pod {facts.key}", job=job)
-        except ConfigError as exc:
-            raise _Waits(f"waiting: {exc}", job_key) from None
-        return spec, (job.name if spec is not None and spec.name == job.name else None)
 
     def _join(self, facts: PodFacts, spec: GroupSpec, job: str | None) -> PodRecord | None:
         key = facts.key
@@ -385,11 +381,3 @@ class GroupLedger:
         if quota is not None:
             self.held_in[quota] -= 1
         return self.ledger.pods.pop(key, None)
-
-
-class _Waits(Exception):
-    """A pod waits alone: why, and the Job it waits for (if any)."""
-
-    def __init__(self, reason: str, job: str | None) -> None:
-        super().__init__(reason)
-        self.job = job

@@ -25,6 +25,7 @@ from quotree.groups import (
     group_spec,
 )
 from quotree.models import ADMISSION_GATE, PREEMPTIBLE_LABEL, ConfigError
+from quotree.native_groups import pod_group_name
 from quotree.quantity import QuantityError, add_amounts, parse_quantity
 
 __all__ = [
@@ -67,6 +68,9 @@ class PodFacts:
     owner_job: str | None = None
     #: Its pod-group annotations (size, min) as written; most pods have none.
     group_notes: Mapping[str, str] = field(default_factory=dict)
+    #: The Kubernetes PodGroup it names (`spec.schedulingGroup.podGroupName`), if any: that
+    #: group, when it is a gang, is its group (native_groups.py).
+    pod_group: str | None = None
 
     #: `key`, made once: every map of the engine and the operator holds this one string
     #: (a new string per lookup would be ~120 bytes a pod at 30,000 pods).
@@ -228,12 +232,13 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
             if k in annotations
         }
     owner = controller_job(obj)
+    native = pod_group_name(spec)
     try:
         group = group_spec(labels, notes, f"Pod {label}")
     except ConfigError:
-        if owner is None:
+        if owner is None and native is None:
             raise
-        group = None  # its Job's facts complete it
+        group = None  # its Job's facts or its PodGroup complete it
     # Strings that thousands of pods repeat are kept once (interned): namespaces, label
     # keys and values, node names, phases, resource names (memory per pod); pods
     # that ask the same share one request dict (`shared_request`).
@@ -253,6 +258,7 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
         group=group,
         owner_job=sys.intern(owner) if owner else None,
         group_notes=notes,
+        pod_group=sys.intern(native) if native else None,
     )
 
 
@@ -279,6 +285,7 @@ def facts_to_wire(facts: PodFacts) -> Wire:
         facts.group,
         facts.owner_job,
         facts.group_notes or None,
+        facts.pod_group,
     )
 
 
@@ -301,6 +308,7 @@ def facts_from_wire(wire: Wire) -> PodFacts:
         group,
         owner,
         notes,
+        pod_group,
     ) = wire
     intern = sys.intern
     return PodFacts(
@@ -319,4 +327,5 @@ def facts_from_wire(wire: Wire) -> PodFacts:
         group=group,
         owner_job=intern(owner) if owner is not None else None,
         group_notes=notes if notes is not None else _NO_SELECTOR,
+        pod_group=intern(pod_group) if pod_group is not None else None,
     )

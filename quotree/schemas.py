@@ -88,6 +88,7 @@ POD_SPEC = obj(
         "nodeSelector": string_map,
         "schedulingGates": list_of(obj({"name": string})),
         "affinity": obj({"nodeAffinity": _NODE_AFFINITY}),
+        "schedulingGroup": obj({"podGroupName": string}),
     }
 )
 
@@ -102,6 +103,11 @@ def _top(spec: Check = _STATUS, status: Check = _STATUS, **more: Check) -> Check
 _TEMPLATE = obj({"metadata": METADATA, "spec": POD_SPEC}, required=("spec",))
 _COUNT = integer(0, INT32[1])
 _REPLICATED = obj({"replicas": _COUNT, "template": _TEMPLATE}, required=("template",))
+#: A PodGroup's or PodGroup template's `schedulingPolicy` (native_groups.py reads which).
+_POLICY = obj(
+    {"basic": obj({}), "gang": obj({"minCount": integer(*INT32)}, required=("minCount",))}
+)
+_TEMPLATE_REF = obj({"workload": obj({"workloadName": string, "podGroupTemplateName": string})})
 
 _JOB_SPEC = obj(
     {
@@ -158,6 +164,13 @@ KINDS: Mapping[str, Check] = {
             },
             required=("jobTemplate",),
         )
+    ),
+    "PodGroup": _top(
+        spec=obj({"schedulingPolicy": _POLICY, "podGroupTemplateRef": _TEMPLATE_REF}),
+        status=anything,
+    ),
+    "Workload": _top(
+        spec=obj({"podGroupTemplates": list_of(obj({"name": string, "schedulingPolicy": _POLICY}))})
     ),
 }
 

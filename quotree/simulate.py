@@ -6,11 +6,12 @@ input is one line that names the file, the document, the object and the field.
 Namespaces are noted and skipped; PriorityClasses give pods their priority
 (`quotree.priority_classes`); Deployments, ReplicaSets, StatefulSets and Jobs
 become the pods their controllers would create, and a CronJob the Job it would
-create next (`quotree.workloads`). Kinds the simulator does not read are skipped and
-named once in a note (`quotree.documents`); the quota objects of Kueue, capacity
-scheduling and Koordinator are converted as `kubectl quotree import` converts them
-(`quotree.importer`), and the conversion noted; a document without `apiVersion`, `kind` or
-`metadata.name` is refused, as kubectl refuses it.
+create next (`quotree.workloads`); Kubernetes' PodGroups (with the Workloads whose
+templates they name) group the pods that name them (`quotree.native_groups`). Kinds the
+simulator does not read are skipped and named once in a note (`quotree.documents`); the
+quota objects of Kueue, capacity scheduling and Koordinator are converted as `kubectl
+quotree import` converts them (`quotree.importer`), and the conversion noted; a document
+without `apiVersion`, `kind` or `metadata.name` is refused, as kubectl refuses it.
 
 Quotas, cohorts and nodes are loaded first, through the same configuration
 rules the validating webhook applies and the same capacity rule the operator
@@ -41,6 +42,7 @@ from quotree.importer import convert
 from quotree.manifests import InputError as SimulationError
 from quotree.manifests import load_documents
 from quotree.models import DEFAULT_TREE, ConfigError, MemberConfig, parse_member
+from quotree.native_groups import label_disagreement, read_documents
 from quotree.options import EngineOptions
 from quotree.podfacts import pod_facts
 from quotree.priority_classes import PriorityClasses, PriorityError
@@ -165,6 +167,7 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
     engine = SimulatedEngine()
     sim = Simulation(engine, [])
     pods: list[tuple[str, Mapping[str, Any]]] = []
+    native: list[tuple[str, Mapping[str, Any]]] = []  # PodGroups and Workloads
     classes = PriorityClasses()
     skipped, foreign = Skipped(), []
     for origin, given in sim.units.noting(documents):
@@ -188,6 +191,8 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
                 sim.jobs.append(job)
                 engine.observe_job(job_facts(doc))  # a Job's pods form a group (api.md)
                 pods.extend((origin, pod) for pod in job.pods)
+            elif kind in ("PodGroup", "Workload"):
+                native.append((origin, doc))
             elif kind == "PriorityClass":
                 classes.add(doc)
             elif kind == "Namespace":
@@ -214,6 +219,11 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
             sim.warnings.append(problem.message)
         elif problem.own:
             raise SimulationError(f"{problem.message} (rule broken: {problem.reason})")
+    try:
+        for pod_group in read_documents(native):
+            engine.group_ledger.observe_pod_group(pod_group.key, pod_group)
+    except ConfigError as exc:
+        raise SimulationError(str(exc)) from None
     _arrive(engine, pods, classes)
     engine.refresh_reasons()
     sim.configs = list(engine.all_configs().values())
@@ -235,6 +245,10 @@ def _arrive(
             facts.priority = priority
         if facts.key in seen:
             raise SimulationError(f"{origin}: Pod {facts.key}: defined twice")
+        if facts.pod_group is not None:  # the webhook refuses such a pod (native_groups.py)
+            why = label_disagreement(facts.labels, facts.pod_group, f"Pod {facts.key}")
+            if why is not None:
+                raise SimulationError(f"{origin}: rejected: {why}")
         seen.add(facts.key)
         if facts.terminal:
             continue

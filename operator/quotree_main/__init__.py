@@ -166,6 +166,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         for name, coro in (
             ("quotree-pods", controller.watch_pods()),
             ("quotree-jobs", controller.watch_jobs()),
+            ("quotree-podgroups", controller.watch_pod_groups()),
             ("quotree-cohorts", controller.watch_quota_objects("Cohort")),
             ("quotree-elasticquotas", controller.watch_quota_objects("ElasticQuota")),
             ("quotree-decisions", controller.decision_loop()),

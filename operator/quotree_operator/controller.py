@@ -29,6 +29,8 @@ from quotree_operator.jobs import Jobs
 from quotree_operator.leader_writes import LeaderWrites
 from quotree_operator.metrics import METRICS
 from quotree_operator.namespaces import NamespaceLabels
+from quotree_operator.pod_groups import WHAT as PODGROUPS
+from quotree_operator.pod_groups import PodGroups
 from quotree_operator.podwatch import PodWatch
 from quotree_operator.status_writer import StatusWriter
 
@@ -101,6 +103,7 @@ class Controller:
         memory = StatusMemory()
         self.inputs = Inputs(self.engine, memory, self.signals)
         self.jobs = Jobs(self.engine, self.inputs, self.inputs.book)
+        self.pod_groups = PodGroups(self.engine, self.inputs)
         #: Every write goes through this: a standby writes nothing (leader_writes.py).
         self.writes = LeaderWrites(kube, self.signals)
         self.actuator = Actuator(self.writes, self.inputs, config.concurrency)
@@ -110,11 +113,13 @@ class Controller:
         self.kube = kube
         self._pods_version = ""  # resourceVersion of the pod list load() read
         self._jobs_version = ""  # and of the Job list
+        self._pod_groups_version: str | None = None  # and of the PodGroups' (None: no API)
 
     async def load(self) -> None:
-        """Rebuild the engine from the API; call before any watch starts. Jobs come
-        before pods, so that a Job's pods find their group."""
+        """Rebuild the engine from the API; call before any watch starts. Jobs and
+        PodGroups come before pods, so that their pods find their group."""
         self._jobs_version = await self.jobs.load(self.kube)
+        self._pod_groups_version = await self.pod_groups.load(self.kube)
         self._pods_version = await loading.load(self.inputs, self.kube)
         give_back_memory()
 
@@ -141,6 +146,15 @@ class Controller:
         """Every Job change after `load()`, forever (jobs.py)."""
         watch = PodWatch(self.kube, self.jobs.observe, self.jobs.relist, what="jobs")
         await watch.run(self._jobs_version)
+
+    async def watch_pod_groups(self) -> None:
+        """Every PodGroup change after `load()`, forever; nothing where the cluster does
+        not serve PodGroups (pod_groups.py)."""
+        if self._pod_groups_version is None:
+            return
+        groups = self.pod_groups
+        watch = PodWatch(self.kube, groups.observe, groups.relist, what=PODGROUPS)
+        await watch.run(self._pod_groups_version)
 
     def set_leading(self, leading: bool) -> None:
         """This replica (no longer) holds the leader Lease."""

@@ -312,7 +312,7 @@ class Inputs:
 
     def _declare(self, facts: PodFacts) -> None:
         """What the pod's group declares now, for the webhooks (group_book.py)."""
-        name = facts.group.name if facts.group is not None else facts.owner_job
+        name = facts.pod_group or (facts.group.name if facts.group is not None else facts.owner_job)
         if name is not None:
             declared = self.engine.group_declaration(facts.namespace, name)
             self.book.declare(f"{facts.namespace}/{name}", declared)

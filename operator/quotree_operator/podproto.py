@@ -210,6 +210,7 @@ _SPEC = _message(
         25: ("priority", _signed, _ONE),
         32: ("overhead", _quantity, _MAP),
         38: ("schedulingGates", _message({1: ("name", _text, _ONE)}), _MANY),
+        43: ("schedulingGroup", _message({1: ("podGroupName", _text, _ONE)}), _ONE),
     }
 )
 _POD = _message(

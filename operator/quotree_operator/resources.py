@@ -1,7 +1,8 @@
 """Which API call lists or watches each kind of object the operator follows.
 
 Why a module of its own: the list and the watch of one kind are the same call with other
-options, for core objects (Nodes, Pods), batch Jobs and quotree's own custom objects; one
+options, for core objects (Nodes, Pods), batch Jobs, Kubernetes' PodGroups and quotree's own
+custom objects; one
 table keeps them in step. It only picks the call on the client's API objects (typed `Any`:
 client.py owns kubernetes_asyncio) and reads a watch's stream into events.
 """
@@ -14,6 +15,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from quotree.models import GROUP, VERSION
+from quotree.native_groups import POD_GROUP_API
 
 __all__ = ["call_for", "events_of"]
 
@@ -32,7 +34,7 @@ def call_for(apis: Any, what: str, options: dict[str, Any]) -> tuple[Any, str]:
 
     `apis`: the client, whose `core`, `batch` and `custom` API objects make the calls.
 
-    `what`: "nodes", "pods", "jobs", or a custom object's kind ("Cohort", ...).
+    `what`: "nodes", "pods", "jobs", "podgroups", or a custom object's kind ("Cohort", ...).
     """
     if what == "nodes":
         return apis.core.list_node(**options), "Node"
@@ -40,6 +42,9 @@ def call_for(apis: Any, what: str, options: dict[str, Any]) -> tuple[Any, str]:
         return apis.core.list_pod_for_all_namespaces(**options), "Pod"
     if what == "jobs":
         return apis.batch.list_job_for_all_namespaces(**options), "Job"
+    if what == "podgroups":  # Kubernetes' own, alpha: through the generic call
+        group, version = POD_GROUP_API.split("/")
+        return apis.custom.list_cluster_custom_object(group, version, what, **options), "PodGroup"
     plural = _CUSTOM.get(what)
     if plural is None:
         raise ValueError(f"no list call for {what!r}")

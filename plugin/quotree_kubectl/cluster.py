@@ -24,6 +24,8 @@ TIMEOUT = 60.0
 COHORTS = "cohorts.quotree.io"
 QUOTAS = "elasticquotas.quotree.io"
 FLAVORS = "resourceflavors.quotree.io"
+#: Kubernetes' own PodGroups (alpha: a cluster may not serve them).
+POD_GROUPS = "podgroups.scheduling.k8s.io"
 
 
 class PluginError(Exception):
@@ -86,14 +88,15 @@ class Kubectl:
 
 @dataclass
 class ClusterState:
-    """The objects quotree reads: Nodes, Cohorts, ElasticQuotas, Pods, ResourceFlavors (as
-    the API serves them)."""
+    """The objects quotree reads: Nodes, Cohorts, ElasticQuotas, Pods, ResourceFlavors and
+    Kubernetes' PodGroups (as the API serves them)."""
 
     nodes: list[dict[str, Any]]
     cohorts: list[dict[str, Any]]
     quotas: list[dict[str, Any]]
     pods: list[dict[str, Any]]
     flavors: list[dict[str, Any]] = field(default_factory=list)
+    pod_groups: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def read(cls, kubectl: Kubectl) -> ClusterState:
@@ -114,7 +117,22 @@ class ClusterState:
             quotas=by_kind.get("ElasticQuota", []),
             pods=by_kind.get("Pod", []),
             flavors=by_kind.get("ResourceFlavor", []),
+            pod_groups=_pod_groups(kubectl) if _names_a_pod_group(by_kind.get("Pod", [])) else [],
         )
+
+
+def _names_a_pod_group(pods: list[dict[str, Any]]) -> bool:
+    return any((p.get("spec") or {}).get("schedulingGroup") for p in pods)
+
+
+def _pod_groups(kubectl: Kubectl) -> list[dict[str, Any]]:
+    """The PodGroups, asked for only when a pod names one; none where they cannot be read
+    (the pods that name one then read as waiting for it)."""
+    try:
+        items = kubectl.get_json(POD_GROUPS, "--all-namespaces").get("items") or []
+    except PluginError:
+        return []
+    return [item for item in items if isinstance(item, dict)]
 
 
 def _gated(pod: Mapping[str, Any]) -> bool:
@@ -138,10 +156,11 @@ def live_documents(state: ClusterState) -> list[tuple[str, dict[str, Any]]]:
         ("Cohort", state.cohorts),
     ):
         docs.extend((f"cluster {kind} {o['metadata']['name']}", o) for o in objects)
-    docs.extend(
-        (f"cluster ElasticQuota {o['metadata'].get('namespace')}/{o['metadata']['name']}", o)
-        for o in state.quotas
-    )
+    for kind, objects in (("ElasticQuota", state.quotas), ("PodGroup", state.pod_groups)):
+        docs.extend(
+            (f"cluster {kind} {o['metadata'].get('namespace')}/{o['metadata']['name']}", o)
+            for o in objects
+        )
     pods = sorted(
         state.pods,
         key=lambda p: (

@@ -30,6 +30,7 @@ from quotree.models import (
     ConfigError,
     parse_member,
 )
+from quotree.native_groups import pod_group_facts, pod_group_name
 from quotree.quantity import QuantityError, add_amounts, format_quantity, parse_quantity
 from quotree.resolution import Coverage, never_gated
 from quotree_kubectl.cluster import ClusterState
@@ -156,20 +157,39 @@ def tree_report(state: ClusterState, reasons: Mapping[str, str]) -> dict[str, An
     }
 
 
+def _gangs(state: ClusterState) -> dict[str, int]:
+    """The gang PodGroups by "namespace/name": their `minCount`."""
+    found = {}
+    for body in state.pod_groups:
+        try:
+            facts = pod_group_facts(body)
+        except ConfigError:
+            continue
+        if facts.min_count is not None:
+            found[facts.key] = facts.min_count
+    return found
+
+
 def pod_groups(state: ClusterState, pods: Mapping[str, Any]) -> dict[str, Any]:
     """The pod groups of the pods quotree manages, in `quotree simulate -o json`'s shape:
-    a group is admitted when none of its pods is gated (their gates go in one round)."""
+    a group is admitted when none of its pods is gated (their gates go in one round). A
+    pod that names a gang PodGroup is in that group, of its `minCount`."""
     groups: dict[str, Any] = {}
+    gangs = _gangs(state)
     for pod in state.pods:
         key = _key(pod)
         entry = pods.get(key)
         metadata = pod["metadata"]
         name = (metadata.get("labels") or {}).get(POD_GROUP_LABEL)
-        if entry is None or not name or name == NO_GROUP:
-            continue
         notes = metadata.get("annotations") or {}
         size = str(notes.get(POD_GROUP_SIZE_ANNOTATION, ""))
-        least = str(notes.get(POD_GROUP_MIN_ANNOTATION, size))
+        linked = pod_group_name(pod.get("spec") or {})
+        if linked is not None:  # its PodGroup is its group (a basic one: none)
+            count = gangs.get(f"{metadata.get('namespace')}/{linked}")
+            name, size = (linked, str(count)) if count is not None else (None, "")
+        if entry is None or not name or name == NO_GROUP:
+            continue
+        least = str(notes.get(POD_GROUP_MIN_ANNOTATION, size) if linked is None else size)
         group = groups.setdefault(
             f"{metadata.get('namespace')}/{name}",
             {

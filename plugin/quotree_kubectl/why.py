@@ -11,6 +11,7 @@ from quotree.capacity import node_allocatable
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import parse_flavor
 from quotree.models import STANDING_LABEL, ConfigError, parse_member
+from quotree.native_groups import pod_group_facts
 from quotree.podfacts import pod_facts
 from quotree_kubectl.cluster import ClusterState, PluginError
 from quotree_kubectl.let_in import let_in, never_fits, q
@@ -41,6 +42,13 @@ def live_engine(state: ClusterState, reclaim_delay: float = NO_RECLAIM) -> tuple
             engine.set_config(parse_member(obj))
         except ConfigError as exc:
             notes.append(f"left out: {exc}")
+    for body in state.pod_groups:
+        try:
+            pod_group = pod_group_facts(body)
+        except ConfigError as exc:
+            notes.append(f"left out: {exc}")
+            continue
+        engine.group_ledger.observe_pod_group(pod_group.key, pod_group)
     pods = sorted(state.pods, key=lambda p: str(p["metadata"].get("creationTimestamp")))
     for pod in pods:
         try:

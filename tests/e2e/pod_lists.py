@@ -44,7 +44,7 @@ def settle(timeout: float = 60) -> None:
     while time.monotonic() < deadline:
         out = _kubectl("get", "pods", "-n", NAMESPACE, "-o", "jsonpath={.items[*].status.phase}")
         phases = out.split()
-        if len(phases) == 9 and phases.count("Running") == 3 and phases.count("Succeeded") == 2:
+        if len(phases) == 10 and phases.count("Running") == 3 and phases.count("Succeeded") == 2:
             return
         time.sleep(1)
     raise TimeoutError(f"namespace {NAMESPACE}: the pods did not settle: {phases}")

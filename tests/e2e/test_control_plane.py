@@ -142,6 +142,46 @@ def test_job_completes(namespace: str) -> None:
     assert job["status"]["succeeded"] == 1
 
 
+def test_the_job_controller_gives_an_indexed_job_its_own_gang_podgroup(namespace: str) -> None:
+    """Kubernetes' own pod groups are on (docs/control-plane.md): the API is served, and the
+    job controller (WorkloadWithJob) makes an Indexed Job's gang PodGroup and links its
+    pods to it; the scheduler (GangScheduling) places them."""
+    served = c.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "name").stdout
+    assert {"podgroups.scheduling.k8s.io", "workloads.scheduling.k8s.io"} <= set(served.split())
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "gang", "namespace": namespace},
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "completionMode": "Indexed",
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": PAUSE_IMAGE}],
+                }
+            },
+        },
+    }
+    c.kubectl("apply", "-f", "-", input=json.dumps(job))
+    groups = c.wait_until(
+        lambda: c.kubectl_json("-n", namespace, "get", "podgroups")["items"],
+        timeout=60,
+        what="the Job's PodGroup",
+    )
+    assert [g["spec"]["schedulingPolicy"] for g in groups] == [{"gang": {"minCount": 2}}]
+    c.kubectl(
+        "-n",
+        namespace,
+        "wait",
+        "--for=condition=Complete",
+        "job/gang",
+        "--timeout=120s",
+        timeout=150,
+    )
+
+
 # --- scheduling gates -----------------------------------------------------------------------
 
 

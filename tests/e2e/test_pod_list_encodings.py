@@ -29,7 +29,7 @@ def test_every_pod_of_the_protobuf_list_reads_as_in_the_json_list(settled: None)
     stream = ProtoListStream()
     bodies = stream.feed(proto) + stream.close()
     items = json.loads(listed)["items"]
-    assert len(items) == 9
+    assert len(items) == 10
     assert [pod_entry(body) for body in bodies] == [pod_entry(item) for item in items]
     as_json = ListStream()
     as_json.feed(listed)

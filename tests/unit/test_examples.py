@@ -38,6 +38,7 @@ def test_every_example_is_covered() -> None:
         "flavors.yaml",
         "gpu-memory.yaml",
         "gang.yaml",
+        "native-gang.yaml",
         "reclaim-pays.yaml",
     }
     assert {p.name for p in EXAMPLES.glob("*.yaml")} == tested
@@ -212,6 +213,24 @@ def test_gang() -> None:
     assert report["groups"]["team/train-b"]["reason"] == (
         "pod group team/train-b (4 pods) does not fit in ElasticQuota team: nvidia.com/gpu: "
         "used 6 + request 4 > runtime 6 (min 6, cap 6)"
+    )
+
+
+def test_native_gang() -> None:
+    report = run("native-gang.yaml")
+    assert used(report, "team", "nvidia.com/gpu") == "6"
+    groups = {key: (entry["state"], entry["size"]) for key, entry in report["groups"].items()}
+    assert groups == {"team/train": ("admitted", 4), "team/eval": ("incomplete", 3)}
+    states = pod_states(report)
+    assert sorted(k for k, s in states.items() if s == "pending") == [
+        "team/eval-0",
+        "team/eval-1",
+        "team/report-0",
+        "team/sweep-2",
+    ]
+    assert "2 of 3 pods exist" in report["groups"]["team/eval"]["reason"]
+    assert report["pods"]["team/report-0"]["reason"].startswith(
+        "waiting: its PodGroup team/reports does not exist yet"
     )
 
 

@@ -1,5 +1,7 @@
 """Pod groups at pod CREATE: a Job's pods named as its group, and a pod that disagrees
-with its group refused (api.md, "Pod groups (gangs)").
+with its group refused (api.md, "Pod groups (gangs)"). A pod that names a Kubernetes
+PodGroup (`spec.schedulingGroup.podGroupName`) has its group from it: it gets no label
+from its Job, and a quotree label that names another group is refused.
 
 Why a module of its own: the pod CREATE review (decisions.review_pod_create) answers for
 quotas; groups add two questions with their own inputs, the Jobs and what each group's
@@ -24,6 +26,7 @@ from quotree.groups import (
     group_spec,
 )
 from quotree.models import ConfigError
+from quotree.native_groups import label_disagreement, pod_group_name
 
 __all__ = ["GroupAnswer", "GroupLookup", "review_group"]
 
@@ -71,6 +74,10 @@ def review_group(
     metadata = metadata if isinstance(metadata, Mapping) else {}
     labels = _strings(metadata.get("labels"))
     annotations = _strings(metadata.get("annotations"))
+    spec = pod.get("spec")
+    native = pod_group_name(spec) if isinstance(spec, Mapping) else None
+    if native is not None:  # its PodGroup is its group (the job controller's, too)
+        return GroupAnswer(denied=label_disagreement(labels, native, where))
     if labels.get(POD_GROUP_LABEL, "").strip() == NO_GROUP:
         return GroupAnswer()
     owner = controller_job(pod)

@@ -63,6 +63,13 @@ def test_the_fixture_holds_what_the_comparison_is_about() -> None:
     assert any(name.startswith("only-a-generated-name-") for name in entries)
 
 
+def test_the_podgroup_a_pod_names_reads_from_protobuf() -> None:
+    entries = {pod_entry(body).key.split("/")[1]: pod_entry(body) for body in _read(PROTO, 4096)[0]}
+    linked = entries["in-a-podgroup"].facts
+    assert linked is not None
+    assert linked.pod_group == "allreduce"
+
+
 def test_an_answer_cut_anywhere_is_refused_at_its_end() -> None:
     for cut in (3, 10, len(PROTO) // 2, len(PROTO) - 1):
         stream = ProtoListStream()
