@@ -67,6 +67,8 @@ class PodFacts:
     owner_job: str | None = None
     #: Its pod-group annotations (size, min) as written; most pods have none.
     group_notes: Mapping[str, str] = field(default_factory=dict)
+    #: `spec.preemptionPolicy: Never` (from its PriorityClass): it never preempts by priority.
+    never_preempts: bool = False
 
     #: `key`, made once: every map of the engine and the operator holds this one string
     #: (at 30,000 pods a new string per lookup was ~120 bytes a pod; issue 12).
@@ -253,6 +255,7 @@ def pod_facts(obj: Mapping[str, Any], *, default_created: float = 0.0) -> PodFac
         group=group,
         owner_job=sys.intern(owner) if owner else None,
         group_notes=notes,
+        never_preempts=spec.get("preemptionPolicy") == "Never",
     )
 
 
@@ -279,6 +282,7 @@ def facts_to_wire(facts: PodFacts) -> Wire:
         facts.group,
         facts.owner_job,
         facts.group_notes or None,
+        facts.never_preempts,
     )
 
 
@@ -301,6 +305,7 @@ def facts_from_wire(wire: Wire) -> PodFacts:
         group,
         owner,
         notes,
+        never_preempts,
     ) = wire
     intern = sys.intern
     return PodFacts(
@@ -319,4 +324,5 @@ def facts_from_wire(wire: Wire) -> PodFacts:
         group=group,
         owner_job=intern(owner) if owner is not None else None,
         group_notes=notes if notes is not None else _NO_SELECTOR,
+        never_preempts=never_preempts,
     )
