@@ -24,6 +24,7 @@ TIMEOUT = 60.0
 COHORTS = "cohorts.quotree.io"
 QUOTAS = "elasticquotas.quotree.io"
 FLAVORS = "resourceflavors.quotree.io"
+JOBS = "jobs.batch"
 
 
 class PluginError(Exception):
@@ -73,24 +74,21 @@ class Kubectl:
 
 @dataclass
 class ClusterState:
-    """The objects quotree reads: Nodes, Cohorts, ElasticQuotas, Pods, ResourceFlavors (as
-    the API serves them)."""
+    """The objects quotree reads: Nodes, Cohorts, ElasticQuotas, Pods, ResourceFlavors and
+    Jobs (a Job's pods form a pod group), as the API serves them."""
 
     nodes: list[dict[str, Any]]
     cohorts: list[dict[str, Any]]
     quotas: list[dict[str, Any]]
     pods: list[dict[str, Any]]
     flavors: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def read(cls, kubectl: Kubectl) -> ClusterState:
-        """One `kubectl get` for all five kinds (a consistent-enough snapshot, one round trip)."""
-        items = (
-            kubectl.get_json(f"nodes,{FLAVORS},{COHORTS},{QUOTAS},pods", "--all-namespaces").get(
-                "items"
-            )
-            or []
-        )
+        """One `kubectl get` for all six kinds (a consistent-enough snapshot, one round trip)."""
+        kinds = f"nodes,{FLAVORS},{COHORTS},{QUOTAS},pods,{JOBS}"
+        items = kubectl.get_json(kinds, "--all-namespaces").get("items") or []
         by_kind: dict[str, list[dict[str, Any]]] = {}
         for item in items:
             if isinstance(item, dict):
@@ -101,6 +99,7 @@ class ClusterState:
             quotas=by_kind.get("ElasticQuota", []),
             pods=by_kind.get("Pod", []),
             flavors=by_kind.get("ResourceFlavor", []),
+            jobs=by_kind.get("Job", []),
         )
 
 
