@@ -60,7 +60,7 @@ spec: {parent: c, min: {cpu: "0"}, max: {cpu: "8"}}
 """
 
 
-def pod(name: str, cpu: int, ns: str = "q", **spec: Any) -> dict[str, Any]:
+def pod_doc(name: str, cpu: int, ns: str = "q", **spec: Any) -> dict[str, Any]:
     containers = [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}]
     return {
         "apiVersion": "v1",
@@ -97,23 +97,32 @@ def states(report: dict[str, Any]) -> dict[str, str]:
 def test_a_pod_whose_class_says_never_does_not_preempt_a_lower_priority_pod(
     tmp_path: Path,
 ) -> None:
-    report = sim(tmp_path, ONE_QUOTA, pod("old", 4), pod("new", 4, priorityClassName="polite"))
+    report = sim(
+        tmp_path, ONE_QUOTA, pod_doc("old", 4), pod_doc("new", 4, priorityClassName="polite")
+    )
     assert states(report) == {"q/old": "admitted", "q/new": "pending"}
     # The same pod with a class that preempts takes the room (the test is not vacuous).
-    again = sim(tmp_path, ONE_QUOTA, pod("old", 4), pod("new", 4, priorityClassName="pushy"))
+    again = sim(
+        tmp_path, ONE_QUOTA, pod_doc("old", 4), pod_doc("new", 4, priorityClassName="pushy")
+    )
     assert states(again) == {"q/old": "preempted", "q/new": "admitted"}
 
 
 def test_the_pod_s_own_field_is_read_too(tmp_path: Path) -> None:
     report = sim(
-        tmp_path, ONE_QUOTA, pod("old", 4), pod("new", 4, priority=10, preemptionPolicy="Never")
+        tmp_path,
+        ONE_QUOTA,
+        pod_doc("old", 4),
+        pod_doc("new", 4, priority=10, preemptionPolicy="Never"),
     )
     assert states(report) == {"q/old": "admitted", "q/new": "pending"}
 
 
 def test_a_job_whose_pods_say_never_does_not_preempt_as_a_group(tmp_path: Path) -> None:
     # The 2-pod Job (priority 10, Never) waits whole; priority-0 `old` keeps running.
-    report = sim(tmp_path, ONE_QUOTA, pod("old", 3), job("train", 2, 2, priorityClassName="polite"))
+    report = sim(
+        tmp_path, ONE_QUOTA, pod_doc("old", 3), job("train", 2, 2, priorityClassName="polite")
+    )
     assert states(report).pop("q/old") == "admitted"
     group = report["groups"]["q/train"]
     assert group["state"] == "pending"
@@ -121,7 +130,9 @@ def test_a_job_whose_pods_say_never_does_not_preempt_as_a_group(tmp_path: Path) 
 
 
 def test_a_never_pod_does_not_preempt_a_whole_job(tmp_path: Path) -> None:
-    report = sim(tmp_path, ONE_QUOTA, job("train", 4, 1), pod("new", 4, priorityClassName="polite"))
+    report = sim(
+        tmp_path, ONE_QUOTA, job("train", 4, 1), pod_doc("new", 4, priorityClassName="polite")
+    )
     assert report["groups"]["q/train"]["state"] == "admitted"
     assert states(report)["q/new"] == "pending"
 
@@ -131,9 +142,9 @@ def test_a_never_pod_keeps_its_place_in_the_order_by_priority(tmp_path: Path) ->
     # Never) wait behind it. When `big` ends, `polite` goes first, by its priority.
     path = tmp_path / "in.yaml"
     docs = [
-        pod("big", 4, nodeName="n1"),
-        pod("waiting", 4),
-        pod("polite", 4, priorityClassName="polite"),
+        pod_doc("big", 4, nodeName="n1"),
+        pod_doc("waiting", 4),
+        pod_doc("polite", 4, priorityClassName="polite"),
     ]
     path.write_text(ONE_QUOTA + CLASSES + "".join("---\n" + yaml.safe_dump(d) for d in docs))
     engine = simulate([path]).engine
@@ -154,9 +165,9 @@ def test_reclaim_of_the_lent_guarantee_still_applies_to_a_never_pod(tmp_path: Pa
     report = sim(
         tmp_path,
         LENDING,
-        pod("b1", 4, ns="borrower", nodeName="n1"),
-        pod("b2", 4, ns="borrower", nodeName="n1"),
-        pod("mine", 4, ns="lender", priorityClassName="polite"),
+        pod_doc("b1", 4, ns="borrower", nodeName="n1"),
+        pod_doc("b2", 4, ns="borrower", nodeName="n1"),
+        pod_doc("mine", 4, ns="lender", priorityClassName="polite"),
     )
     assert states(report)["lender/mine"] == "admitted"
     assert sorted(states(report).values()) == ["admitted", "admitted", "reclaimed"]
@@ -171,7 +182,7 @@ def test_a_pod_that_contradicts_its_class_is_refused(tmp_path: Path) -> None:
         sim(
             tmp_path,
             ONE_QUOTA,
-            pod("p", 1, priorityClassName="polite", preemptionPolicy="PreemptLowerPriority"),
+            pod_doc("p", 1, priorityClassName="polite", preemptionPolicy="PreemptLowerPriority"),
         )
 
 
