@@ -94,10 +94,13 @@ class Rebuild:
 
     def check(self) -> None:
         """Every pod has been seen (the operator's start-up): a group rebuilt from running
-        pods with fewer than its `min` is said once; it stays one unit of those pods."""
+        pods with fewer than its `min` is said once; it stays one unit of those pods. A
+        Job's group is not: its controller replaces the pods that ended."""
         checked, self._unchecked = self._unchecked, {}
         for group in checked.values():
             if self._book.groups.get(group.key) is not group or group.state != ADMITTED:
+                continue
+            if group.job is not None or any(f.owner_job for f in group.pods.values()):
                 continue
             running = len(group.core) + len(group.core_slots)
             if running < group.spec.min:

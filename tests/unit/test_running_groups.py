@@ -218,3 +218,14 @@ def test_a_jobs_running_pods_without_the_label_are_its_group_by_their_owner() ->
     out = eng.decide(10.0)
     assert sorted(e.pod for e in out.evictions) == ["q/train-0", "q/train-1", "q/train-2"]
     assert {e.job for e in out.evictions} == {"train"}
+
+
+def test_a_jobs_running_group_with_pods_between_completions_is_not_said_inconsistent() -> None:
+    eng = engine(quota("q", min=8, max=8), capacity=8, instant_evictions=False)
+    eng.observe_job(JobFacts("q", "train", "u", parallelism=3, completions=9))
+    for i in range(2):
+        facts = pod("q", f"train-{i}", 1, gated=False, node="n")
+        eng.observe_pod(dataclasses.replace(facts, owner_job="train"))
+    eng.group_ledger.rebuild.check()
+    assert eng.groups["q/train"].state == "admitted"
+    assert not eng.decide(1.0).warnings
