@@ -229,3 +229,17 @@ def test_a_jobs_running_group_with_pods_between_completions_is_not_said_inconsis
     eng.group_ledger.rebuild.check()
     assert eng.groups["q/train"].state == "admitted"
     assert not eng.decide(1.0).warnings
+
+
+def test_a_running_group_the_nodes_did_not_place_is_requeued_whole_after_the_timeout() -> None:
+    # Ungated by another replica, not bound to Nodes: the scheduling timeout runs for the
+    # group as one unit, and all of its pods are requeued together.
+    eng = engine(
+        quota("q", min=4, max=4), capacity=4, instant_evictions=False, scheduling_timeout=5.0
+    )
+    for i in range(3):
+        eng.observe_pod(grouped(pod("q", f"g-{i}", 1, gated=False, created=float(i)), 3))
+    assert not eng.decide(0.0).evictions
+    out = eng.decide(6.0)
+    assert sorted(e.pod for e in out.evictions) == ["q/g-0", "q/g-1", "q/g-2"]
+    assert {e.kind for e in out.evictions} == {"Requeued"}
