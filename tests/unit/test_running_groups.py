@@ -19,7 +19,7 @@ from quotree.simulate import simulate, to_json
 
 GPU = "nvidia.com/gpu"
 
-#: The issue's story: a Cohort of 8 GPUs, `lender` min 4, `borrower` min 4 max 8.
+#: The story: a Cohort of 8 GPUs, `lender` min 4, `borrower` min 4 max 8.
 STORY = f"""apiVersion: v1
 kind: Node
 metadata: {{name: n1}}
