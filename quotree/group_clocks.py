@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction
+from quotree.group_rebuild import INCONSISTENT
 from quotree.group_records import ADMITTED, INCOMPLETE, PENDING, GroupRecord
 from quotree.pods import PodState
 
@@ -49,6 +50,8 @@ class GroupClocks:
 
     def begin(self, book: GroupLedger, now: float, out: Decisions) -> None:
         """Start the clocks of the groups that changed; act on the deadlines due."""
+        notes, book.rebuild.notes = book.rebuild.notes, []
+        out.warnings.extend((key, INCONSISTENT, message) for key, message in notes)
         looked, book.look = book.look, {}
         for group in looked.values():
             if book.groups.get(group.key) is group:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from quotree.group_rebuild import Rebuild
 from quotree.group_records import ADMITTED, INCOMPLETE, PENDING, GroupRecord, Groups, GroupView
 from quotree.group_sources import PODGROUP, GroupSources, Waits
 from quotree.groups import GroupSpec, JobFacts, disagreement
@@ -71,6 +72,8 @@ class GroupLedger:
         self.look: dict[str, GroupRecord] = {}
         #: Pending pods of admitted groups with a reservation: the next round admits them.
         self.replacing: set[str] = set()
+        #: Groups whose pods run already join their unit as they come (`group_rebuild.py`).
+        self.rebuild = Rebuild(self, intake)
 
     # ------------------------------------------------------------ Jobs
 
@@ -291,6 +294,7 @@ class GroupLedger:
         state = before.state if before is not None else None
         record = self._intake.observe(facts)
         if record is None or group.state != ADMITTED or not group.slots:
+            self.rebuild.came_in(group, record, state)
             return record
         if record.state is PodState.PENDING:
             self.replacing.add(record.key)
@@ -317,10 +321,9 @@ class GroupLedger:
             self.ledger.grouped[key] = (group.key, self._rank(group, facts))
             self._intake.observe(facts)
         group.held.clear()
-        running = {r.key for r in self.members(group) if r.state is PodState.ADMITTED}
-        if running:
-            self.set_state(group, ADMITTED)  # it runs already (no gate)
-            group.core = running
+        for record in self.members(group):
+            if record.state is PodState.ADMITTED:
+                self.rebuild.ran(group, record)  # it runs already (no gate)
 
     def _hold_again(self, group: GroupRecord) -> None:
         """A pending group lost pods below its min: its pods hold nothing again."""
@@ -353,7 +356,9 @@ class GroupLedger:
 
     def _hold_alone(
         self, facts: PodFacts, reason: str, job: str | None, quota: str | None = ""
-    ) -> PodRecord:
+    ) -> PodRecord | None:
+        if not facts.gated:  # it runs: it counts on its own, and says why
+            return self.rebuild.alone(facts, reason)
         self.alone[facts.key] = job
         if job is not None:
             self._waiting_for.setdefault(job, set()).add(facts.key)

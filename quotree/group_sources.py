@@ -57,7 +57,7 @@ class GroupSources:
             return self._native(facts)
         if facts.group is not None:
             return facts.group, None
-        if facts.owner_job is None or not facts.gated:
+        if facts.owner_job is None:
             return None, None
         job_key = f"{facts.namespace}/{facts.owner_job}"
         job = self.jobs.get(job_key)

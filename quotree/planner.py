@@ -152,6 +152,7 @@ class EvictionPlanner(ClaimBook):
             key = (
                 record.quota, verdict.quota, verdict.broken, tuple(verdict.amounts.items()),
                 tuple(record.request.items()), record.facts.priority, record.preemptible, due,
+                record.facts.never_preempts,
             )  # fmt: skip
             known = self._memo.get(key)
             if known is not None:
@@ -297,9 +298,9 @@ class EvictionPlanner(ClaimBook):
         return bool(record.also) and any(v.broken is Rule.ANCESTOR for v in elsewhere())
 
     def _may_preempt(self, record: Claimant, verdict: Fit, lowest: dict[str, int]) -> bool:
-        """The quota where the unit is short preempts, and holds lower-priority pods."""
-        member = verdict.member
-        if member is None or member.config is None or not member.config.preempt_within_quota:
+        """The unit preempts (not `preemptionPolicy: Never`) lower-priority pods where short."""
+        config = verdict.member.config if verdict.member is not None else None
+        if config is None or not config.preempt_within_quota or record.facts.never_preempts:
             return False
         least = lowest.get(verdict.quota)
         if least is None:

@@ -7,6 +7,9 @@
   there is one, else 0. The simulator's own shorthand, a hand-written
   `spec.priority` with no class, is kept as written.
 - `system-cluster-critical` and `system-node-critical` exist without being given.
+- A class's `preemptionPolicy` is the pod's (the API server copies it into
+  `spec.preemptionPolicy`); a pod that writes another is refused, as the API server
+  refuses it. A pod naming no class and no global default keeps its own.
 - A pod read back from a cluster carries the priority the API server resolved;
   its class's object is not among the cluster objects the plugin reads, so a
   pod with both `priorityClassName` and `spec.priority` whose class is not
@@ -19,13 +22,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BUILT_IN", "PriorityClasses", "PriorityError"]
+__all__ = ["BUILT_IN", "POLICIES", "PriorityClasses", "PriorityError"]
 
 #: The classes every cluster has (their values are fixed by Kubernetes).
 BUILT_IN: Mapping[str, int] = {
     "system-cluster-critical": 2_000_000_000,
     "system-node-critical": 2_000_001_000,
 }
+
+
+#: The preemption policies Kubernetes knows.
+POLICIES = ("PreemptLowerPriority", "Never")
 
 
 class PriorityError(ValueError):
@@ -38,6 +45,8 @@ class PriorityClasses:
 
     values: dict[str, int] = field(default_factory=lambda: dict(BUILT_IN))
     default: str | None = None
+    #: Each class's `preemptionPolicy`, when it says one.
+    policies: dict[str, str] = field(default_factory=dict)
 
     def add(self, doc: Mapping[str, Any]) -> None:
         """Add a (shape-checked) PriorityClass object."""
@@ -54,6 +63,29 @@ class PriorityClasses:
                 )
             self.default = name
         self.values[name] = int(doc["value"])
+        policy = doc.get("preemptionPolicy")
+        if policy is not None:
+            if policy not in POLICIES:
+                raise PriorityError(
+                    f"PriorityClass {name}: preemptionPolicy must be one of "
+                    f"{', '.join(POLICIES)}, not {policy!r}"
+                )
+            self.policies[name] = policy
+
+    def preemption_policy(self, pod: Mapping[str, Any], pod_name: str) -> str | None:
+        """The pod's `preemptionPolicy`: its class's, else its own (None: not said)."""
+        spec = pod.get("spec") or {}
+        given = spec.get("preemptionPolicy")
+        class_name = spec.get("priorityClassName") or self.default
+        policy = self.policies.get(class_name) if class_name else None
+        if policy is None:
+            return given if isinstance(given, str) else None
+        if given is not None and given != policy:
+            raise PriorityError(
+                f"Pod {pod_name}: spec.preemptionPolicy {given} differs from the "
+                f"preemptionPolicy {policy} of PriorityClass {class_name}"
+            )
+        return policy
 
     def resolve(self, pod: Mapping[str, Any], pod_name: str) -> int | None:
         """The pod's priority (None: keep `spec.priority` as written)."""

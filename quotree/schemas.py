@@ -84,6 +84,7 @@ POD_SPEC = obj(
         "overhead": quantity_map,
         "priority": integer(*INT32),
         "priorityClassName": string,
+        "preemptionPolicy": string,
         "nodeName": string,
         "nodeSelector": string_map,
         "schedulingGates": list_of(obj({"name": string})),

@@ -239,6 +239,7 @@ def _arrive(
         try:
             facts = pod_facts(doc, default_created=float(index))
             priority = classes.resolve(doc, facts.key)
+            facts.never_preempts = classes.preemption_policy(doc, facts.key) == "Never"
         except (ConfigError, PriorityError) as exc:
             raise SimulationError(f"{origin}: {exc}") from None
         if priority is not None:

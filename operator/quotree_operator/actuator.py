@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from quotree.engine import Decisions, Eviction, PodState
+from quotree.group_rebuild import INCONSISTENT
 from quotree.models import ADMISSION_GATE
 from quotree_operator.api import KubeAPI
 from quotree_operator.event_budget import AdmittedEvents
@@ -108,6 +109,8 @@ class Actuator:
         for key, reason in decisions.pending.items():
             self.pending.put(key, reason)
         for key, reason, message in decisions.warnings:
+            if reason == INCONSISTENT:  # what a group rebuilt from running pods was found
+                logger.warning("%s (pod %s)", message, key)
             self._spawn(self._event(key, reason, message, warning=True))
 
     async def _retrying(

@@ -121,6 +121,8 @@ class Controller:
         self._jobs_version = await self.jobs.load(self.kube)
         self._pod_groups_version = await self.pod_groups.load(self.kube)
         self._pods_version = await loading.load(self.inputs, self.kube)
+        # Every pod seen: a group rebuilt from running pods with some missing is said once.
+        self.engine.group_ledger.rebuild.check()
         give_back_memory()
 
     async def watch_quota_objects(self, kind: str) -> None:

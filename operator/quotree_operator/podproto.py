@@ -208,6 +208,7 @@ _SPEC = _message(
         18: ("affinity", _AFFINITY, _ONE),
         20: ("initContainers", _CONTAINER, _MANY),
         25: ("priority", _signed, _ONE),
+        31: ("preemptionPolicy", _text, _ONE),
         32: ("overhead", _quantity, _MAP),
         38: ("schedulingGates", _message({1: ("name", _text, _ONE)}), _MANY),
         43: ("schedulingGroup", _message({1: ("podGroupName", _text, _ONE)}), _ONE),

@@ -2,8 +2,8 @@
 
 The entry point gives a `WebhookCalls` to the webhooks as their `WebhookApi`
 (quotree_webhooks/settings.py), which does not import this package: who this process is,
-whether a namespace is going away, the shared serving certificate's Secret and the
-webhook configurations.
+whether a namespace is going away, a Job the operator has not seen yet, the shared
+serving certificate's Secret and the webhook configurations.
 """
 
 from __future__ import annotations
@@ -55,6 +55,16 @@ class WebhookCalls:
         data = await self.kube.read(f"{kind} {name}: read", call)
         items = data.get("items") or []
         return not items or bool((items[0].get("metadata") or {}).get("deletionTimestamp"))
+
+    async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Job as stored, or None if there is none (a Job's pod whose Job the operator's
+        watch has not shown yet: the pod's group is the Job's)."""
+        data: dict[str, Any] | None = await self.kube.read(
+            f"Job {namespace}/{name}: read",
+            self.kube.batch.read_namespaced_job(name, namespace, _preload_content=False),
+            missing_ok=True,
+        )
+        return data
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Secret (the webhooks' shared certificate) as stored, or None if there is none."""

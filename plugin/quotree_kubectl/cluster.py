@@ -26,6 +26,7 @@ QUOTAS = "elasticquotas.quotree.io"
 FLAVORS = "resourceflavors.quotree.io"
 #: Kubernetes' own PodGroups (alpha: a cluster may not serve them).
 POD_GROUPS = "podgroups.scheduling.k8s.io"
+JOBS = "jobs.batch"
 
 
 class PluginError(Exception):
@@ -89,7 +90,7 @@ class Kubectl:
 @dataclass
 class ClusterState:
     """The objects quotree reads: Nodes, Cohorts, ElasticQuotas, Pods, ResourceFlavors and
-    Kubernetes' PodGroups (as the API serves them)."""
+    Jobs (a Job's pods form a pod group) and Kubernetes' PodGroups, as the API serves them."""
 
     nodes: list[dict[str, Any]]
     cohorts: list[dict[str, Any]]
@@ -97,16 +98,13 @@ class ClusterState:
     pods: list[dict[str, Any]]
     flavors: list[dict[str, Any]] = field(default_factory=list)
     pod_groups: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def read(cls, kubectl: Kubectl) -> ClusterState:
-        """One `kubectl get` for all five kinds (a consistent-enough snapshot, one round trip)."""
-        items = (
-            kubectl.get_json(f"nodes,{FLAVORS},{COHORTS},{QUOTAS},pods", "--all-namespaces").get(
-                "items"
-            )
-            or []
-        )
+        """One `kubectl get` for all six kinds (a consistent-enough snapshot, one round trip)."""
+        kinds = f"nodes,{FLAVORS},{COHORTS},{QUOTAS},pods,{JOBS}"
+        items = kubectl.get_json(kinds, "--all-namespaces").get("items") or []
         by_kind: dict[str, list[dict[str, Any]]] = {}
         for item in items:
             if isinstance(item, dict):
@@ -118,6 +116,7 @@ class ClusterState:
             pods=by_kind.get("Pod", []),
             flavors=by_kind.get("ResourceFlavor", []),
             pod_groups=_pod_groups(kubectl) if _names_a_pod_group(by_kind.get("Pod", [])) else [],
+            jobs=by_kind.get("Job", []),
         )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from quotree.capacity import node_allocatable
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import parse_flavor
+from quotree.groups import job_facts
 from quotree.models import STANDING_LABEL, ConfigError, parse_member
 from quotree.native_groups import pod_group_facts
 from quotree.podfacts import pod_facts
@@ -42,6 +43,8 @@ def live_engine(state: ClusterState, reclaim_delay: float = NO_RECLAIM) -> tuple
             engine.set_config(parse_member(obj))
         except ConfigError as exc:
             notes.append(f"left out: {exc}")
+    for job in state.jobs:  # before the pods, as the operator loads them: a Job's group
+        engine.observe_job(job_facts(job))
     for body in state.pod_groups:
         try:
             pod_group = pod_group_facts(body)

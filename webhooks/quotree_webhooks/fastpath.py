@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from quotree_webhooks import decisions
-from quotree_webhooks.pod_groups import GroupLookup
+from quotree_webhooks.pod_groups import GroupLookup, job_unknown
 
 __all__ = ["answer_is_error", "json_patch", "mutate_pod"]
 
@@ -101,7 +101,8 @@ def mutate_pod(
 
     `resolver` is the engine, or the webhook process's copy of its coverage (worker.py);
     `groups` the Jobs and pod groups (the operator's `GroupBook`, or the worker's copy).
-    None: the object is not shaped like a pod; Kopf's path answers it instead.
+    None: the object is not shaped like a pod, or it is the pod of a Job `groups` does not
+    know yet (Kopf's path reads the Job from the API); Kopf's path answers it instead.
     """
     request = review.get("request")
     if not isinstance(request, Mapping):
@@ -125,6 +126,8 @@ def mutate_pod(
     namespace = str(metadata.get("namespace") or "")
     if not namespace:
         return answer  # as handlers._mutate: nothing to decide without it
+    if groups is not None and job_unknown(groups, pod, namespace) is not None:
+        return None  # a Job not seen yet: Kopf's path reads it, so the pod gets its group
     try:
         mutation = decisions.review_pod_create(resolver, pod, namespace, never_gated, groups)
     except Exception as exc:

@@ -23,6 +23,7 @@ from typing import Any
 import kopf
 
 from quotree import Engine, MemberConfig
+from quotree.groups import job_facts
 from quotree_webhooks import decisions
 from quotree_webhooks.configurations import (
     COHORTS_VALIDATE,
@@ -31,6 +32,7 @@ from quotree_webhooks.configurations import (
     PODS_MUTATE,
     PODS_VALIDATE,
 )
+from quotree_webhooks.pod_groups import GroupLookup, WithJob, job_unknown
 from quotree_webhooks.settings import WebhookApi, WebhookState, state_from_memo
 
 __all__ = [
@@ -47,6 +49,9 @@ logger = logging.getLogger("quotree.webhooks")
 #: Who deletes a namespace's objects when the namespace is deleted.
 NAMESPACE_CONTROLLER = "system:serviceaccount:kube-system:namespace-controller"
 DENIED = 403
+#: Seconds the pod CREATE review waits to read a Job the operator has not seen yet (the
+#: API server's webhook timeout is 10 s).
+JOB_READ_TIMEOUT = 3.0
 
 
 class _NotReady(Exception):
@@ -214,7 +219,8 @@ async def _mutate(body: Mapping[str, Any], patch: Any, memo: object) -> None:
         return  # the API server fills it in before admission; nothing to decide without it
     state = _state(memo)
     never = state.settings.never_gated
-    mutation = decisions.review_pod_create(state.engine, body, namespace, never, state.groups)
+    groups = await _groups_for(state, body, namespace)
+    mutation = decisions.review_pod_create(state.engine, body, namespace, never, groups)
     if mutation.denied is not None:
         raise kopf.AdmissionError(mutation.denied, code=DENIED)
     for key, value in mutation.labels.items():
@@ -223,6 +229,23 @@ async def _mutate(body: Mapping[str, Any], patch: Any, memo: object) -> None:
         patch.metadata.annotations[key] = note
     if mutation.gates is not None:
         patch.spec["schedulingGates"] = mutation.gates
+
+
+async def _groups_for(state: WebhookState, pod: Mapping[str, Any], namespace: str) -> GroupLookup:
+    """The Jobs and groups the operator knows; with the pod's own Job read from the API
+    when the operator's watch has not shown it yet (so that every pod of a Job gets its
+    group, whichever comes first). A Job that cannot be read is left to the operator,
+    which groups the pod by its owner once it sees the Job."""
+    job = job_unknown(state.groups, pod, namespace)
+    if job is None or state.api is None:
+        return state.groups
+    try:
+        async with asyncio.timeout(JOB_READ_TIMEOUT):
+            body = await state.api.read_job(namespace, job)
+    except Exception as exc:
+        logger.warning("webhooks: cannot read Job %s/%s: %s", namespace, job, exc)
+        return state.groups
+    return state.groups if body is None else WithJob(state.groups, job_facts(body))
 
 
 @kopf.on.mutate("v1", "pods", id=PODS_MUTATE, operations=["CREATE"])

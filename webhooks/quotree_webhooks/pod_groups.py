@@ -28,7 +28,7 @@ from quotree.groups import (
 from quotree.models import ConfigError
 from quotree.native_groups import label_disagreement, pod_group_name
 
-__all__ = ["GroupAnswer", "GroupLookup", "review_group"]
+__all__ = ["GroupAnswer", "GroupLookup", "WithJob", "job_unknown", "review_group"]
 
 
 class GroupLookup(Protocol):
@@ -37,6 +37,36 @@ class GroupLookup(Protocol):
     def job(self, namespace: str, name: str) -> JobFacts | None: ...
 
     def declaration(self, namespace: str, group: str) -> Declaration | None: ...
+
+
+class WithJob:
+    """`groups` and one Job more: a Job the webhook read from the API because the
+    operator's watch had not shown it yet (handlers.py), so that its pod gets its group."""
+
+    def __init__(self, groups: GroupLookup, job: JobFacts) -> None:
+        self._groups = groups
+        self._job = job
+
+    def job(self, namespace: str, name: str) -> JobFacts | None:
+        if (namespace, name) == (self._job.namespace, self._job.name):
+            return self._job
+        return self._groups.job(namespace, name)
+
+    def declaration(self, namespace: str, group: str) -> Declaration | None:
+        return self._groups.declaration(namespace, group)
+
+
+def job_unknown(groups: GroupLookup, pod: Mapping[str, Any], namespace: str) -> str | None:
+    """The name of the Job that controls `pod` when `groups` does not know it (and the pod
+    does not opt out of grouping): its group can only be told once the Job is read."""
+    owner = controller_job(pod)
+    if owner is None or groups.job(namespace, owner) is not None:
+        return None
+    metadata = pod.get("metadata")
+    labels = _strings(metadata.get("labels")) if isinstance(metadata, Mapping) else {}
+    if labels.get(POD_GROUP_LABEL, "").strip() == NO_GROUP:
+        return None
+    return owner
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,6 +261,11 @@ class FakeKube:
         if not self._write(self.leases, namespace, lease, create):
             raise KubeError(409, f"Lease {namespace}/{lease['metadata']['name']}: 409 conflict")
 
+    async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._answer("read_job")
+        found = self.jobs.get(f"{namespace}/{name}")
+        return None if found is None else copy.deepcopy(found)
+
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._answer("read_secret")
         found = self.secrets.get(f"{namespace}/{name}")

@@ -59,6 +59,7 @@ def _pod(i: int) -> dict[str, Any]:
     if i % 11 == 0:
         spec["nodeName"] = "node-1"
         spec["priority"] = 1000
+        spec["preemptionPolicy"] = "Never"
     if i == 13:
         spec["containers"][0]["resources"]["requests"]["cpu"] = "lots"  # unreadable
     return {"metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}

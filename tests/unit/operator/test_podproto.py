@@ -132,3 +132,12 @@ def test_numbers_below_zero_read_as_in_the_json_form() -> None:
     }
     assert pod_facts(body) == pod_facts(listed)
     assert pod_facts(body).created == -86400
+
+
+def test_a_pod_that_never_preempts_reads_as_in_the_json_form() -> None:
+    """`spec.preemptionPolicy` (field 31, copied from the pod's PriorityClass)."""
+    pod = _field(2, _field(31, b"Never"))
+    body = pod_body(pod)
+    listed = {"spec": {"preemptionPolicy": "Never"}, "status": {}}
+    assert pod_facts(body) == pod_facts(listed)
+    assert pod_facts(body).never_preempts
