@@ -30,9 +30,13 @@ from quotree.models import IN_USE_FINALIZER
 from quotree_operator.api import KubeAPI
 from quotree_operator.kube_errors import KubeError
 
-__all__ = ["CohortsInUse", "parents"]
+__all__ = ["WRITERS", "CohortsInUse", "parents"]
 
 logger = logging.getLogger("quotree.operator")
+
+#: Finalizer writes in flight at most: after an upgrade every Cohort with children needs
+#: one, and the admissions share the connection pool.
+WRITERS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,7 @@ class CohortsInUse:
         #: Cohort name -> its metadata as last seen.
         self.seen: dict[str, CohortSeen] = {}
         self._writing: dict[str, asyncio.Task[None]] = {}
+        self._writers = asyncio.Semaphore(WRITERS)
         # As NamespaceLabels: compare only when a Cohort or the configuration changed
         # since, or a write failed.
         self._stale = True
@@ -118,7 +123,8 @@ class CohortsInUse:
     async def _write(self, name: str, seen: CohortSeen, after: tuple[str, ...]) -> None:
         added = IN_USE_FINALIZER in after
         try:
-            await self.kube.patch_finalizers("Cohort", None, name, seen.finalizers, after)
+            async with self._writers:
+                await self.kube.patch_finalizers("Cohort", None, name, seen.finalizers, after)
             if self.seen.get(name) == seen:
                 # The watch confirms it soon; until then this is what the Cohort carries.
                 self.seen[name] = CohortSeen(after, seen.deleting)

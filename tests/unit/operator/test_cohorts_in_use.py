@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from quotree.models import IN_USE_FINALIZER
+from quotree_operator import in_use
 from quotree_operator.config import OperatorConfig
 from quotree_operator.controller import Controller
 from tests.unit.objects import cohort, node, quota
@@ -129,3 +130,36 @@ async def test_a_standby_writes_no_finalizer() -> None:
     controller.set_leading(True)
     await reconciled(controller)  # the refused write left it to be compared again
     assert kube.finalizer_writes == [("org", (IN_USE_FINALIZER,))]
+
+
+class SlowKube(FakeKube):
+    """Each finalizer write takes a moment; notes how many were in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.most = 0
+
+    async def patch_finalizers(self, *args: Any, **kwargs: Any) -> None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await asyncio.sleep(0.01)
+        self.in_flight -= 1
+        await super().patch_finalizers(*args, **kwargs)
+
+
+async def test_after_an_upgrade_every_cohort_gets_it_a_few_writes_at_a_time() -> None:
+    kube = SlowKube()
+    controller = leader(kube)
+    for i in range(20):
+        controller.inputs.observe_quota_object(seen_cohort(f"org-{i}"), deleted=False)
+        controller.inputs.observe_quota_object(child(f"q-{i}", f"org-{i}"), deleted=False)
+    controller.in_use.reconcile(controller.signals.config_changes)
+    for _ in range(50):
+        if len(kube.finalizer_writes) == 20:
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(name for name, _ in kube.finalizer_writes) == sorted(
+        f"org-{i}" for i in range(20)
+    )
+    assert kube.most == in_use.WRITERS
