@@ -201,8 +201,8 @@ def review_member(
     object being deleted are always allowed, so that a broken tree can never
     block its own repair or removal. `leaving`: the children of a Cohort being deleted
     that the API shows being deleted or gone (`cohort_children` names whom to ask). A
-    Cohort deleted while it has children is accepted, with a warning, when it carries the
-    operator's in-use finalizer (it stays until they are gone), refused when it does not.
+    Cohort deleted while it has children is accepted, with a warning, when the operator's
+    in-use finalizer holds it (it stays until they are gone: `_held`), refused when not.
     """
     forest = _forest(engine, recent)
     if operation == "DELETE":
@@ -217,7 +217,7 @@ def review_member(
             admitted_pods=admitted,
             namespace_deleting=namespace_deleting,
             leaving=leaving,
-            in_use_finalizer=IN_USE_FINALIZER in _finalizers(old),
+            in_use_finalizer=_held(engine, old, parsed, leaving),
         )
     if new is None:
         return Verdict(True)
@@ -234,6 +234,23 @@ def review_member(
     if verdict.allowed and recent is not None and not dry_run:
         recent.remember(parsed)
     return verdict
+
+
+def _held(
+    engine: Engine, old: Mapping[str, Any] | None, cohort: MemberConfig, leaving: Collection[str]
+) -> bool:
+    """Whether the in-use finalizer keeps `cohort` for as long as it has children: it
+    carries it, and the operator's own view (the engine, without this webhook's memory of
+    what it let through) shows it a child that is not leaving. The operator removes the
+    finalizer once its view shows none, so a child only this webhook knows of yet (created
+    a moment ago) would not keep the Cohort: such a deletion is refused, as without it."""
+    if IN_USE_FINALIZER not in _finalizers(old):
+        return False
+    own = _deleted(engine.tree_configs(), old)
+    if own is None:
+        return False
+    configs = own[0]
+    return any(c.parent == cohort.name and c.name not in leaving for c in configs.values())
 
 
 class Resolver(Protocol):

@@ -181,6 +181,28 @@ def test_delete_cohort_with_children_and_the_in_use_finalizer_warns(tree: Engine
     assert not decisions.review_member(tree, "DELETE", None, old).allowed
 
 
+def test_a_child_only_the_webhook_knows_of_does_not_make_the_finalizer_hold(
+    tree: Engine,
+) -> None:
+    """The operator takes the finalizer off once its view shows no child: a child created a
+    moment ago (allowed here, not yet in that view) would not keep the Cohort, so its
+    deletion is refused, as without the finalizer."""
+    recent = decisions.RecentlyAllowed()
+    recent.remember(parse_member(quota("team-c", "team-c", "research")))
+    old = cohort("research", min={"cpu": "40"})
+    old["metadata"]["finalizers"] = [IN_USE_FINALIZER]
+    verdict = decisions.review_member(
+        tree, "DELETE", None, old, recent=recent, leaving={"team-a", "team-b"}
+    )
+    assert not verdict.allowed
+    assert "cannot delete a Cohort that has children (team-c)" in verdict.message
+    held = decisions.review_member(tree, "DELETE", None, old, recent=recent, leaving={"team-a"})
+    assert held.allowed
+    assert held.warnings == [
+        "Cohort research stays until its children (team-b, team-c) are deleted or moved"
+    ]
+
+
 def test_delete_quota_with_admitted_pods(tree: Engine) -> None:
     admit_pod(tree, "ops", "web-1")
     old = quota("ops", "ops")
