@@ -10,13 +10,18 @@
 #     patch that tests the gate is still at that index, then removes it; other gates stay),
 #     until none is left;
 #  4. remove the quotree.io/managed label from namespaces (nothing selects by it any more);
-#  5. delete the rest of manifests/ (Services, PDB, RBAC, namespace) except the CRDs: the
+#  5. remove the quotree.io/in-use finalizer from every Cohort (the operator kept it on
+#     Cohorts with children and would have removed it; with no operator left it would hold
+#     a deleted Cohort, and `kubectl delete -f crds/`, for ever); a Cohort deleted earlier
+#     and kept only by it goes now;
+#  6. delete the rest of manifests/ (Services, PDB, RBAC, namespace) except the CRDs: the
 #     Cohorts and ElasticQuotas stay until you `kubectl delete -f crds/` (docs/deploy.md).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NS=quotree-system
 GATE=quotree.io/admission
+IN_USE=quotree.io/in-use
 KC=(kubectl)
 
 say() { printf '>>> %s\n' "$*" >&2; }
@@ -70,6 +75,39 @@ say "no pod carries the ${GATE} gate (${released} released)"
 
 say "removing the quotree.io/managed label from namespaces"
 "${KC[@]}" label namespaces -l quotree.io/managed quotree.io/managed- >/dev/null
+
+# "name finalizer finalizer ..." for every Cohort with at least one finalizer.
+cohorts_with_finalizers() {
+  "${KC[@]}" get cohorts.quotree.io -o jsonpath='{range .items[?(@.metadata.finalizers)]}{.metadata.name}{" "}{.metadata.finalizers[*]}{"\n"}{end}' 2>/dev/null || true
+}
+unprotect() { # unprotect <cohort> <index of our finalizer>
+  "${KC[@]}" patch cohorts.quotree.io "$1" --type=json -p \
+    "[{\"op\":\"test\",\"path\":\"/metadata/finalizers/$2\",\"value\":\"${IN_USE}\"},{\"op\":\"remove\",\"path\":\"/metadata/finalizers/$2\"}]" \
+    >/dev/null 2>&1 || true # gone, or its finalizers changed: the next round looks again
+}
+unprotected=0
+for round in $(seq 1 10); do
+  left=0
+  while read -r name finalizers; do
+    [[ -z "${name}" ]] && continue
+    index=0
+    for finalizer in ${finalizers}; do
+      if [[ "${finalizer}" == "${IN_USE}" ]]; then
+        unprotect "${name}" "${index}"
+        left=$((left + 1))
+        break
+      fi
+      index=$((index + 1))
+    done
+  done < <(cohorts_with_finalizers)
+  [[ ${left} -eq 0 ]] && break
+  unprotected=$((unprotected + left))
+done
+if cohorts_with_finalizers | grep -q " ${IN_USE}\( \|$\)"; then
+  printf 'ERROR: some Cohorts still carry the %s finalizer; run make undeploy again\n' "${IN_USE}" >&2
+  exit 1
+fi
+say "no Cohort carries the ${IN_USE} finalizer (${unprotected} removed)"
 
 say "deleting the rest of manifests/ (the CRDs and quota objects stay)"
 M="${ROOT}/manifests"

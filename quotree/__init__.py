@@ -3,6 +3,7 @@
 Pure: no Kubernetes client, no network, no clock. See docs/design/map.md for the map.
 """
 
+from quotree.delete_rules import check_delete
 from quotree.engine import Decisions, Engine, Eviction, PodState, Resolution
 from quotree.models import (
     ADMISSION_GATE,
@@ -17,7 +18,7 @@ from quotree.models import (
 )
 from quotree.podfacts import PodFacts, pod_facts
 from quotree.quantity import UNLIMITED, QuantityError, format_quantity, parse_quantity
-from quotree.rules import Verdict, check_apply, check_apply_forest, check_delete
+from quotree.rules import Verdict, check_apply, check_apply_forest
 from quotree.runtime import QuotaTree
 
 __all__ = [

@@ -27,6 +27,7 @@ __all__ = [
     "FLAVOR_LABEL",
     "GPU_MEMORY",
     "GROUP",
+    "IN_USE_FINALIZER",
     "MAINTENANCE_ANNOTATION",
     "MANAGED_LABEL",
     "PREEMPTIBLE_LABEL",
@@ -72,6 +73,10 @@ GPU_MEMORY = "quotree.io/gpu-memory"
 #: On every namespace some ElasticQuota covers (api.md, "Managed namespaces"); set and
 #: removed by the operator only. The pod webhooks select namespaces by it.
 MANAGED_LABEL = "quotree.io/managed"
+#: On every Cohort that has children, kept by the operator (Kubernetes' in-use protection,
+#: as `kubernetes.io/pvc-protection` on a PersistentVolumeClaim): a Cohort deleted while it
+#: has children stays, a parent like any other, until its last child is gone.
+IN_USE_FINALIZER = "quotree.io/in-use"
 
 Kind = Literal["Cohort", "ElasticQuota"]
 

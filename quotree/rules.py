@@ -2,7 +2,7 @@
 
 Why a module of its own: the same rules are asked two ways. The validating
 webhook (and `quotree simulate` while it loads its input) asks "may this
-change be made?" (`check_apply`, `check_delete`); the operator asks "what is
+change be made?" (`check_apply`; a deletion: delete_rules.py); the operator asks "what is
 wrong with the tree as it stands?" (`tree_problems`, the `Valid` condition
 of each member). Both call the one function per rule below, and each rule's
 function returns a `Problem`: the object, the rule (the condition's reason),
@@ -22,9 +22,9 @@ from quotree.structure import PendingView, Structure
 __all__ = [
     "Problem",
     "Verdict",
+    "as_structure",
     "check_apply",
     "check_apply_forest",
-    "check_delete",
     "cycle_problem",
     "min_above_max",
     "min_sum_problem",
@@ -213,39 +213,10 @@ def names_shared(objects: list[MemberConfig]) -> Problem | None:
     )
 
 
-def cohort_has_children(cohort: MemberConfig, children: list[str]) -> Problem | None:
-    """Rule 7 (Cohorts): a Cohort with children cannot be deleted."""
-    if not children:
-        return None
-    shown = ", ".join(children[:10]) + (
-        f" and {len(children) - 10} more" if len(children) > 10 else ""
-    )
-    return Problem(
-        cohort.describe(),
-        "HasChildren",
-        f"{cohort.describe()}: cannot delete a Cohort that has children ({shown}); "
-        "move or delete them first",
-        amounts=(len(children),),
-    )
-
-
-def quota_has_pods(quota: MemberConfig, admitted_pods: int) -> Problem | None:
-    """Rule 7 (ElasticQuotas): not while it holds admitted, non-terminal pods."""
-    if admitted_pods <= 0:
-        return None
-    return Problem(
-        quota.describe(),
-        "HasAdmittedPods",
-        f"{quota.describe()}: cannot delete an ElasticQuota with {admitted_pods} admitted pods "
-        "still running; delete them first",
-        amounts=(admitted_pods,),
-    )
-
-
 # ---------------------------------------------------------------- the two ways of asking
 
 
-def _structure(configs: Mapping[str, MemberConfig]) -> Structure:
+def as_structure(configs: Mapping[str, MemberConfig]) -> Structure:
     """The configs as a Structure, without rebuilding the graph when there is one.
 
     The webhook passes the engine's Structure, or a ChainMap of recently allowed
@@ -273,7 +244,7 @@ def check_apply(
     `flavors`: the ResourceFlavors that exist (None: not checked).
     Quantities were already parsed and found >= 0 (rule 1) by `parse_member`.
     """
-    structure = _structure(configs)
+    structure = as_structure(configs)
     old = structure.get(new.name)
     problem = name_taken(old, new) if old is not None else None
     problem = problem or min_above_max(new)
@@ -334,7 +305,7 @@ def check_apply_forest(
             problem = name_taken(old, new)
             if problem is not None:
                 return Verdict.deny(problem.message + " (in tree " + tree + ")")
-            children = _structure(configs).children(new.name)
+            children = as_structure(configs).children(new.name)
             if children:
                 return Verdict.deny(
                     f"{new.describe()}: cannot move to tree {new.tree} while it has children "
@@ -343,25 +314,6 @@ def check_apply_forest(
         if new.parent is not None and new.parent not in own and new.parent in configs:
             return Verdict.deny(parent_in_other_tree(new, tree).message)
     return check_apply(own, new, flavors=flavors)
-
-
-def check_delete(
-    configs: Mapping[str, MemberConfig],
-    old: MemberConfig,
-    *,
-    admitted_pods: int = 0,
-    namespace_deleting: bool = False,
-    leaving: Collection[str] = (),
-) -> Verdict:
-    """Rule 7: may `old` be deleted? Children in `leaving` (being deleted, or gone from
-    the API though the tree has not heard yet) are no longer children: a Cohort and its
-    children deleted together, as `kubectl delete -f` or a GitOps prune does, all go."""
-    if not old.is_leaf:
-        children = [c for c in _structure(configs).children(old.name) if c not in leaving]
-        problem = cohort_has_children(old, children)
-    else:
-        problem = None if namespace_deleting else quota_has_pods(old, admitted_pods)
-    return Verdict(True) if problem is None else Verdict.deny(problem.message)
 
 
 def tree_problems(structure: Structure) -> dict[str, Problem]:

@@ -97,3 +97,12 @@ class KubeAPI(Protocol):
         status: Mapping[str, Any] | None,
         annotations: Mapping[str, str] | None,
     ) -> None: ...
+
+    async def patch_finalizers(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        before: Sequence[str],
+        after: Sequence[str],
+    ) -> None: ...

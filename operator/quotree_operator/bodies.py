@@ -19,6 +19,7 @@ __all__ = [
     "EVICTED_ANNOTATION",
     "admission_patch",
     "eviction",
+    "finalizers_patch",
     "job_suspension",
     "object_event",
     "pod_event",
@@ -76,6 +77,17 @@ def admission_patch(
     for key, value in labels.items():
         ops.append({"op": "add", "path": f"/metadata/labels/{_escape(key)}", "value": value})
     return ops
+
+
+def finalizers_patch(before: Sequence[str], after: Sequence[str]) -> list[dict[str, Any]]:
+    """A JSON patch that sets an object's finalizers to `after` only if they are still
+    `before`: a finalizer another controller wrote meanwhile makes it fail (422), never
+    lost. An object without finalizers has none in its JSON: the test is then `null`
+    (which the API server's JSON patch takes for "absent")."""
+    return [
+        {"op": "test", "path": "/metadata/finalizers", "value": list(before) or None},
+        {"op": "add", "path": "/metadata/finalizers", "value": list(after)},
+    ]
 
 
 def eviction(namespace: str, name: str) -> dict[str, Any]:

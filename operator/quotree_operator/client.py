@@ -325,6 +325,28 @@ class Kube(Lists):
             call = self._merge_patch(namespace, plural, name, {"status": dict(status)}, status=True)
             await self.discard(f"{what}: status", call)
 
+    async def patch_finalizers(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        before: Sequence[str],
+        after: Sequence[str],
+    ) -> None:
+        """Set a Cohort's or ElasticQuota's finalizers to `after` if they are still `before`
+        (bodies.finalizers_patch; a 422 when they are not)."""
+        plural = "cohorts" if kind == "Cohort" else "elasticquotas"
+        ops = bodies.finalizers_patch(before, after)
+        options = {"_content_type": _JSON_PATCH, "_preload_content": False}
+        api = self.custom
+        if namespace:
+            call = api.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, name, ops, **options
+            )
+        else:
+            call = api.patch_cluster_custom_object(GROUP, VERSION, plural, name, ops, **options)
+        await self.discard(f"{kind} {name}: finalizers", call)
+
     def _merge_patch(
         self, namespace: str | None, plural: str, name: str, body: Any, *, status: bool
     ) -> Any:

@@ -24,6 +24,7 @@ from quotree_operator.actuator import Actuator
 from quotree_operator.api import KubeAPI
 from quotree_operator.config import OperatorConfig
 from quotree_operator.desired_status import StatusMemory
+from quotree_operator.in_use import CohortsInUse
 from quotree_operator.inputs import Inputs, Signals
 from quotree_operator.jobs import Jobs
 from quotree_operator.leader_writes import LeaderWrites
@@ -101,11 +102,13 @@ class Controller:
             self.engine.set_maintenance("QUOTREE_MAINTENANCE is set on the operator")
         self.signals = Signals()
         memory = StatusMemory()
-        self.inputs = Inputs(self.engine, memory, self.signals)
-        self.jobs = Jobs(self.engine, self.inputs, self.inputs.book)
-        self.pod_groups = PodGroups(self.engine, self.inputs)
         #: Every write goes through this: a standby writes nothing (leader_writes.py).
         self.writes = LeaderWrites(kube, self.signals)
+        #: The in-use finalizer on the Cohorts that have children (in_use.py).
+        self.in_use = CohortsInUse(self.engine, self.writes)
+        self.inputs = Inputs(self.engine, memory, self.signals, in_use=self.in_use)
+        self.jobs = Jobs(self.engine, self.inputs, self.inputs.book)
+        self.pod_groups = PodGroups(self.engine, self.inputs)
         self.actuator = Actuator(self.writes, self.inputs, config.concurrency)
         self.status_writer = StatusWriter(self.writes, self.inputs, memory, config.concurrency)
         self.pod_watch = PodWatch(kube, self.inputs.observe_pod, self.inputs.relist_pods)
@@ -184,6 +187,7 @@ class Controller:
             if not signals.leading:
                 continue
             self.namespaces.reconcile(signals.config_changes)
+            self.in_use.reconcile(signals.config_changes)
             try:
                 started = time.perf_counter()
                 decisions = self.engine.decide(time.monotonic())

@@ -32,6 +32,7 @@ from quotree.group_book import GroupBook
 from quotree.models import ADMISSION_GATE, ConfigError, parse_member
 from quotree.podfacts import PodFacts
 from quotree_operator.desired_status import StatusDirty, StatusMemory
+from quotree_operator.in_use import CohortsInUse
 from quotree_operator.pod_entries import PodEntry, pod_entry, pod_key
 
 __all__ = ["Inputs", "PodHandle", "QuotaObject", "Signals", "object_key"]
@@ -103,8 +104,11 @@ class Inputs:
         memory: StatusMemory,
         signals: Signals,
         book: GroupBook | None = None,
+        in_use: CohortsInUse | None = None,
     ) -> None:
         self.engine = engine
+        #: Told of every Cohort's metadata (its finalizers, its deletionTimestamp).
+        self.in_use = in_use
         #: The Jobs and group declarations the webhooks read (jobs.py fills in the Jobs).
         self.book = book if book is not None else GroupBook()
         self.memory = memory
@@ -168,6 +172,8 @@ class Inputs:
         name = metadata["name"]
         identity = {"kind": body["kind"], "namespace": metadata.get("namespace")}
         obj = QuotaObject(body["kind"], metadata.get("namespace"), name, metadata.get("uid"))
+        if obj.kind == "Cohort" and self.in_use is not None and self.in_use.observe(body, deleted):
+            self.signals.wake.set()  # the decision loop compares its finalizer
         if deleted:
             self.dirty.all()
             self.engine.remove_config(name, **identity)

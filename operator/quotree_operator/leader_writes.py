@@ -159,6 +159,17 @@ class LeaderWrites:
         self._check(f"{kind} {name}: status")
         await self.kube.patch_quota_object(kind, namespace, name, status, annotations)
 
+    async def patch_finalizers(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        before: Sequence[str],
+        after: Sequence[str],
+    ) -> None:
+        self._check(f"{kind} {name}: finalizers")
+        await self.kube.patch_finalizers(kind, namespace, name, before, after)
+
 
 def _typed(writes: LeaderWrites) -> KubeAPI:
     return writes  # mypy: LeaderWrites is a KubeAPI

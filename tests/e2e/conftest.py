@@ -30,6 +30,7 @@ from types import ModuleType
 import pytest
 
 from tests.e2e import cluster as cluster_mod
+from tests.e2e.kube_helpers import without_in_use
 
 E2E_DIR = Path(__file__).resolve().parent
 CRDS_DIR = cluster_mod.REPO_ROOT / "crds"
@@ -175,7 +176,8 @@ def _module_hygiene(cluster: ModuleType) -> Iterator[None]:
     Before: no quotree webhook configurations (one left by a crashed run points at a dead
     server and refuses every pod). After the module (its operators are stopped by then,
     autouse fixtures are torn down last): the webhook configurations and the Cohorts the
-    module created are deleted (namespaces go with the tests that made them).
+    module created are deleted (namespaces go with the tests that made them), without the
+    operator's in-use finalizer, which no stopped operator would take off.
     """
     _delete_webhook_configurations()
     before = _cohorts()
@@ -183,6 +185,8 @@ def _module_hygiene(cluster: ModuleType) -> Iterator[None]:
     _delete_webhook_configurations()
     made = sorted(_cohorts() - before)
     if made:
+        for cohort in made:
+            without_in_use(cohort)
         cluster_mod.kubectl("delete", *made, "--wait=false", "--ignore-not-found", check=False)
 
 

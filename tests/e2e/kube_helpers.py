@@ -10,6 +10,7 @@ from typing import Any
 from tests.e2e import cluster
 
 GATE = "quotree.io/admission"
+IN_USE = "quotree.io/in-use"
 LOW, HIGH = "quotree-e2e-low", "quotree-e2e-high"
 
 
@@ -24,6 +25,23 @@ def apply(*docs: Mapping[str, Any]) -> None:
 
 def create(*docs: Mapping[str, Any]) -> None:
     cluster.kubectl("create", "-f", "-", input=_as_list(docs), timeout=300)
+
+
+def without_in_use(cohort: str) -> None:
+    """Take the operator's in-use finalizer off `cohort` ("cohort.quotree.io/NAME" or a
+    name), if it has it, as `make undeploy` does: with the operator stopped nothing else
+    would, and a deleted Cohort would stay. A JSON patch that tests the finalizer at that
+    index, then removes it."""
+    target = cohort if "/" in cohort else f"cohort.quotree.io/{cohort}"
+    found = cluster.kubectl("get", target, "-o", "json", check=False)
+    if found.returncode != 0:
+        return
+    finalizers = json.loads(found.stdout)["metadata"].get("finalizers") or []
+    if IN_USE not in finalizers:
+        return
+    path = f"/metadata/finalizers/{finalizers.index(IN_USE)}"
+    ops = [{"op": "test", "path": path, "value": IN_USE}, {"op": "remove", "path": path}]
+    cluster.kubectl("patch", target, "--type=json", "-p", json.dumps(ops), check=False)
 
 
 def suffix() -> str:

@@ -41,6 +41,7 @@ import pytest
 
 from tests.doc_outputs import check_live
 from tests.e2e import cluster as cluster_mod
+from tests.e2e.kube_helpers import without_in_use
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -116,6 +117,8 @@ def _remove_demo() -> None:
         # make run's (a local operator's) and an installed operator's
         kubectl("delete", kind, "local.quotree.io", "quotree.io", "--ignore-not-found", check=False)
     kubectl("delete", "namespace", *DEMO_NAMESPACES, "--ignore-not-found", check=False)
+    for cohort in DEMO_COHORTS:  # no operator runs now: nothing else takes it off
+        without_in_use(cohort)
     kubectl("delete", "cohort", *DEMO_COHORTS, "--ignore-not-found", check=False)
 
 

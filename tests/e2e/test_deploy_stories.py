@@ -46,7 +46,7 @@ from tests.e2e.test_webhooks_rules import (  # noqa: F401
     pod_manifest,
     quota_manifest,
     suffix,
-    test_cohort_with_children_cannot_be_deleted,
+    test_a_cohort_deleted_with_children_stays_until_they_are_gone,
     test_deployment_pods_are_gated_and_labelled,
     test_kube_system_pod_untouched,
     test_quota_label_of_admitted_pod_cannot_change,

@@ -1,12 +1,15 @@
-"""`make undeploy` (hack/undeploy.sh) strands no pod behind quotree's gate.
+"""`make undeploy` (hack/undeploy.sh) strands no pod behind quotree's gate, no Cohort
+behind its finalizer.
 
 The image runs as the ServiceAccount with webhooks on; a quota with max 0 keeps pods
 gated (one of them also carries a gate of someone else's, before ours). The container
 stops where a cluster's undeploy would end the Deployment's pods. Then undeploy:
 the webhook configurations are gone, no pod in the cluster keeps the quotree.io/admission
-gate, the other gate stays, no namespace keeps the quotree.io/managed label, the
-ServiceAccount and its RBAC are gone, the CRDs and the quota objects stay. The
-operator's namespace is gone before the module ends (later modules make it again).
+gate, the other gate stays, no Cohort keeps the quotree.io/in-use finalizer (the quota's
+Cohort, deleted while the operator held it, is gone), no namespace keeps the
+quotree.io/managed label, the ServiceAccount and its RBAC are gone, the CRDs and the
+quota objects stay. The operator's namespace is gone before the module ends (later
+modules make it again).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tests.e2e.test_webhooks_rules import WEBHOOKS_READY
 ROOT = Path(__file__).resolve().parents[2]
 GATE = "quotree.io/admission"
 OTHER_GATE = "example.com/not-quotree"
+IN_USE = "quotree.io/in-use"
 
 
 def _gated_pods(cluster: ModuleType) -> list[str]:
@@ -35,6 +39,13 @@ def _gated_pods(cluster: ModuleType) -> list[str]:
         for p in items
         if any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or ())
     ]
+
+
+def _finalizers(cluster: ModuleType, cohort: str) -> list[str]:
+    finalizers: list[str] = (
+        cluster.kubectl_json("get", "cohort", cohort)["metadata"].get("finalizers") or []
+    )
+    return finalizers
 
 
 def _managed(cluster: ModuleType, ns: str) -> bool:
@@ -57,10 +68,22 @@ def test_undeploy_removes_webhooks_first_and_releases_every_gate(
         cert_dir=tmp_path / "pki",
     )
     try:
-        k.apply(k.namespace(ns), k.quota(f"closed-{s}", ns, min={"cpu": "0"}, max={"cpu": "0"}))
+        held = f"held-{s}"
+        k.apply(
+            k.namespace(ns),
+            k.cohort(held, min={"cpu": "0"}),
+            k.quota(f"closed-{s}", ns, parent=held, min={"cpu": "0"}, max={"cpu": "0"}),
+        )
         cluster.wait_until(
             lambda: k.status("eq", f"closed-{s}", ns), 30, "the operator to see the quota"
         )
+        # The operator keeps its in-use finalizer on the Cohort (it has a child), and the
+        # Cohort, deleted, stays: undeploy must take the finalizer off, or it stays for ever.
+        cluster.wait_until(
+            lambda: IN_USE in _finalizers(cluster, held), 30, f"{IN_USE} on Cohort {held}"
+        )
+        cluster.kubectl("delete", "cohort", held, "--wait=false")
+        assert cluster.kubectl_json("get", "cohort", held)["metadata"].get("deletionTimestamp")
         # The operator labels the namespace within a decision round of seeing the quota
         # (docs/webhooks.md); pods created before that would not be gated.
         cluster.wait_until(
@@ -103,6 +126,10 @@ def test_undeploy_removes_webhooks_first_and_releases_every_gate(
                 gone = cluster.kubectl("get", kind, name, check=False)
                 assert gone.returncode != 0, f"{kind} {name} is still there"
         assert _gated_pods(cluster) == []
+        assert "no Cohort carries the quotree.io/in-use finalizer" in result.stderr
+        cohorts = cluster.kubectl_json("get", "cohorts")["items"]
+        assert not [c for c in cohorts if IN_USE in (c["metadata"].get("finalizers") or [])]
+        assert held not in {c["metadata"]["name"] for c in cohorts}  # deleted, nothing holds it
         labelled = cluster.kubectl("get", "namespaces", "-l", "quotree.io/managed", "-o", "name")
         assert labelled.stdout.strip() == "", labelled.stdout
         first = cluster.kubectl_json("-n", ns, "get", "pod", "p0")

@@ -291,25 +291,82 @@ def pod_manifest(name: str, namespace: str, labels: dict[str, str] | None = None
     )
 
 
-def test_cohort_with_children_cannot_be_deleted(
+IN_USE = "quotree.io/in-use"
+
+
+def wait_in_use(cohort: str) -> None:
+    """Wait until the operator has put its in-use finalizer on `cohort` (it has children)."""
+
+    def protected() -> bool:
+        obj = cluster_mod.kubectl_json("get", "cohort", cohort)
+        return IN_USE in (obj["metadata"].get("finalizers") or [])
+
+    cluster_mod.wait_until(protected, 15, f"the finalizer {IN_USE} on Cohort {cohort}")
+
+
+def gone(kind: str, name: str, namespace: str | None = None) -> bool:
+    where = ["-n", namespace] if namespace else []
+    result = cluster_mod.kubectl(*where, "get", kind, name, check=False)
+    return result.returncode != 0 and "NotFound" in result.stderr
+
+
+def test_a_cohort_deleted_with_children_stays_until_they_are_gone(
     operator: OperatorProcess, namespace: str, suffix: str, tmp_path: Path
 ) -> None:
+    """Rule 7: the deletion of a Cohort that has children is accepted with a warning; the
+    Cohort stays (its in-use finalizer holds it, Terminating), its children keep working,
+    and it goes once its last child is deleted."""
     text = render("tree-parents-first.yaml", namespace, suffix, fixed=True)
     accepted(apply_file(tmp_path, text))
     wait_known(text)
-    result = cluster_mod.kubectl("delete", "cohort", f"dept-{suffix}", check=False)
-    denied(
-        result,
-        f"Cohort dept-{suffix}: cannot delete a Cohort that has children (leaf-{suffix}); "
-        "move or delete them first",
+    dept, leaf = f"dept-{suffix}", f"leaf-{suffix}"
+    wait_in_use(dept)
+    output = accepted(cluster_mod.kubectl("delete", "cohort", dept, "--wait=false", check=False))
+    assert f"Warning: Cohort {dept} stays until its children ({leaf}) are deleted or moved" in (
+        output
     )
-    cluster_mod.kubectl("-n", namespace, "delete", "elasticquota", f"leaf-{suffix}")
+    held = cluster_mod.kubectl_json("get", "cohort", dept)["metadata"]
+    assert held.get("deletionTimestamp")
+    assert IN_USE in held["finalizers"]
+    # Its child still admits: nothing changed for it.
+    accepted(apply_file(tmp_path, pod_manifest("runner", namespace, {QUOTA_LABEL: leaf})))
+    wait_admitted_running(namespace, "runner")
+    assert not gone("cohort", dept)
+    cluster_mod.kubectl("-n", namespace, "delete", "pod", "runner", "--grace-period=0")
     cluster_mod.wait_until(
         lambda: (
-            cluster_mod.kubectl("delete", "cohort", f"dept-{suffix}", check=False).returncode == 0
+            cluster_mod.kubectl(
+                "-n", namespace, "delete", "elasticquota", leaf, check=False
+            ).returncode
+            == 0
         ),
         15,
-        "the emptied Cohort to be deletable",
+        "the ElasticQuota without pods to be deletable",
+    )
+    cluster_mod.wait_until(lambda: gone("cohort", dept), 10, f"Cohort {dept} to go")
+
+
+def test_a_tree_listed_cohort_first_is_deleted_with_one_kubectl_delete(
+    operator: OperatorProcess, namespace: str, suffix: str, tmp_path: Path
+) -> None:
+    """`kubectl delete -f` deletes in file order: the Cohort before its two ElasticQuotas.
+    It succeeds at once (the Cohort's deletion is accepted with a warning), and all three
+    are gone within seconds."""
+    text = render("tree-delete-cohort-first.yaml", namespace, suffix, fixed=True)
+    path = tmp_path / "tree.yaml"
+    path.write_text(text)
+    accepted(cluster_mod.kubectl("apply", "-f", str(path), check=False))
+    wait_known(text)
+    org, a, b = (f"first-{part}-{suffix}" for part in ("org", "a", "b"))
+    wait_in_use(org)
+    output = accepted(cluster_mod.kubectl("delete", "-f", str(path), "--timeout=20s", check=False))
+    assert f"Warning: Cohort {org} stays until its children ({a}, {b})" in output
+    for deleted in (f'cohort.quotree.io "{org}"', f'elasticquota.quotree.io "{a}"'):
+        assert f"{deleted} deleted" in output
+    cluster_mod.wait_until(
+        lambda: gone("cohort", org) and gone("eq", a, namespace) and gone("eq", b, namespace),
+        5,
+        "the Cohort and its ElasticQuotas to be gone",
     )
 
 

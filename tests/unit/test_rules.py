@@ -6,8 +6,9 @@ from collections.abc import Iterable
 import pytest
 from builders import cohort, quota
 
+from quotree.delete_rules import check_delete
 from quotree.models import MemberConfig, parse_member
-from quotree.rules import check_apply, check_delete
+from quotree.rules import check_apply
 from quotree.runtime import QuotaTree
 from quotree.structure import Structure
 
@@ -128,6 +129,20 @@ def test_rule_7_children_leaving_do_not_count() -> None:
         "Cohort r: cannot delete a Cohort that has children (b); move or delete them first"
     )
     assert check_delete(current, current["r"], leaving={"a", "b"}).allowed
+
+
+def test_rule_7_a_cohort_in_use_is_deleted_with_a_warning_and_stays() -> None:
+    """With the in-use finalizer the deletion is accepted: the Cohort stays until its
+    children are gone (the finalizer holds it), and the warning names them."""
+    current = tree(cohort("r"), quota("a", "r"), quota("b", "r"))
+    verdict = check_delete(current, current["r"], in_use_finalizer=True)
+    assert verdict.allowed
+    assert verdict.warnings == ["Cohort r stays until its children (a, b) are deleted or moved"]
+    verdict = check_delete(current, current["r"], leaving={"a"}, in_use_finalizer=True)
+    assert verdict.warnings == ["Cohort r stays until its children (b) are deleted or moved"]
+    gone = check_delete(current, current["r"], leaving={"a", "b"}, in_use_finalizer=True)
+    assert gone.allowed
+    assert not gone.warnings
 
 
 def test_rule_8_moves_are_checked_at_the_new_parent() -> None:

@@ -27,7 +27,7 @@ from quotree import (
     check_delete,
     parse_member,
 )
-from quotree.models import MANAGED_LABEL, quota_label
+from quotree.models import IN_USE_FINALIZER, MANAGED_LABEL, quota_label
 from quotree_webhooks.pod_groups import GroupLookup, review_group
 
 __all__ = [
@@ -55,6 +55,11 @@ def _mapping(value: object) -> Mapping[str, Any]:
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
     labels = _mapping(_mapping(obj.get("metadata")).get("labels"))
     return {str(k): str(v) for k, v in labels.items()}
+
+
+def _finalizers(obj: Mapping[str, Any] | None) -> list[str]:
+    finalizers = _mapping(_mapping(obj).get("metadata")).get("finalizers") or ()
+    return [str(f) for f in finalizers] if isinstance(finalizers, list) else []
 
 
 def describe_pod(obj: Mapping[str, Any], namespace: str | None = None) -> str:
@@ -195,7 +200,9 @@ def review_member(
     updates (finalizers, the operator's annotations) and updates of an
     object being deleted are always allowed, so that a broken tree can never
     block its own repair or removal. `leaving`: the children of a Cohort being deleted
-    that the API shows being deleted or gone (`cohort_children` names whom to ask).
+    that the API shows being deleted or gone (`cohort_children` names whom to ask). A
+    Cohort deleted while it has children is accepted, with a warning, when the operator's
+    in-use finalizer holds it (it stays until they are gone: `_held`), refused when not.
     """
     forest = _forest(engine, recent)
     if operation == "DELETE":
@@ -210,6 +217,7 @@ def review_member(
             admitted_pods=admitted,
             namespace_deleting=namespace_deleting,
             leaving=leaving,
+            in_use_finalizer=_held(engine, old, parsed, leaving),
         )
     if new is None:
         return Verdict(True)
@@ -226,6 +234,23 @@ def review_member(
     if verdict.allowed and recent is not None and not dry_run:
         recent.remember(parsed)
     return verdict
+
+
+def _held(
+    engine: Engine, old: Mapping[str, Any] | None, cohort: MemberConfig, leaving: Collection[str]
+) -> bool:
+    """Whether the in-use finalizer keeps `cohort` for as long as it has children: it
+    carries it, and the operator's own view (the engine, without this webhook's memory of
+    what it let through) shows it a child that is not leaving. The operator removes the
+    finalizer once its view shows none, so a child only this webhook knows of yet (created
+    a moment ago) would not keep the Cohort: such a deletion is refused, as without it."""
+    if IN_USE_FINALIZER not in _finalizers(old):
+        return False
+    own = _deleted(engine.tree_configs(), old)
+    if own is None:
+        return False
+    configs = own[0]
+    return any(c.parent == cohort.name and c.name not in leaving for c in configs.values())
 
 
 class Resolver(Protocol):

@@ -88,6 +88,10 @@ class FakeKube:
         self.quota_events: list[tuple[str, str, str]] = []  # (namespace/name, reason, message)
         self.object_events: list[ObjectEvent] = []
         self.patches: list[QuotaPatch] = []
+        #: Cohorts' and ElasticQuotas' finalizers, by name, as the API holds them
+        #: (`patch_finalizers` tests and sets them: 422 when they are not as the caller saw).
+        self.finalizers: dict[str, tuple[str, ...]] = {}
+        self.finalizer_writes: list[tuple[str, tuple[str, ...]]] = []  # (name, after)
         self.secret_writes = 0
         self.webhook_configurations: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
@@ -248,6 +252,20 @@ class FakeKube:
     ) -> None:
         self._answer("patch_quota_object")
         self.patches.append(QuotaPatch(kind, namespace, name, status, annotations))
+
+    async def patch_finalizers(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        before: Sequence[str],
+        after: Sequence[str],
+    ) -> None:
+        self._answer("patch_finalizers")
+        if self.finalizers.get(name, ()) != tuple(before):
+            raise KubeError(422, f"{kind} {name}: finalizers: 422 the request is invalid")
+        self.finalizers[name] = tuple(after)
+        self.finalizer_writes.append((name, tuple(after)))
 
     # ------------------------------------------------------------ leases and secrets
 

@@ -83,3 +83,16 @@ def test_event_is_on_the_pod_and_its_message_is_cut_to_the_api_limit() -> None:
     )
     assert warning["type"] == "Warning"
     assert "uid" not in warning["involvedObject"]
+
+
+def test_finalizers_are_set_only_if_still_as_seen() -> None:
+    """The test op guards another controller's finalizer; `null` stands for none at all
+    (what the API server's JSON patch compares an absent list with)."""
+    assert bodies.finalizers_patch([], ["quotree.io/in-use"]) == [
+        {"op": "test", "path": "/metadata/finalizers", "value": None},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["quotree.io/in-use"]},
+    ]
+    assert bodies.finalizers_patch(["a", "quotree.io/in-use"], ["a"]) == [
+        {"op": "test", "path": "/metadata/finalizers", "value": ["a", "quotree.io/in-use"]},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["a"]},
+    ]

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotree import ADMISSION_GATE, QUOTA_LABEL, STANDING_LABEL, Engine, PodFacts, parse_member
+from quotree.models import IN_USE_FINALIZER
 from quotree.resolution import never_gated
 from quotree_operator.kube_errors import KubeError
 from quotree_webhooks import configurations, decisions, handlers
@@ -164,6 +165,42 @@ def test_delete_cohort_with_children_denied(tree: Engine) -> None:
         "move or delete them first"
     )
     assert decisions.review_member(tree, "DELETE", None, quota("ops", "ops")).allowed
+
+
+def test_delete_cohort_with_children_and_the_in_use_finalizer_warns(tree: Engine) -> None:
+    """The operator's finalizer holds the Cohort while it has children: the deletion is
+    accepted and says so; without the finalizer (not written yet) it is refused."""
+    old = cohort("research", min={"cpu": "40"})
+    old["metadata"]["finalizers"] = ["example.com/other", IN_USE_FINALIZER]
+    verdict = decisions.review_member(tree, "DELETE", None, old)
+    assert verdict.allowed
+    assert verdict.warnings == [
+        "Cohort research stays until its children (team-a, team-b) are deleted or moved"
+    ]
+    old["metadata"]["finalizers"] = ["example.com/other"]
+    assert not decisions.review_member(tree, "DELETE", None, old).allowed
+
+
+def test_a_child_only_the_webhook_knows_of_does_not_make_the_finalizer_hold(
+    tree: Engine,
+) -> None:
+    """The operator takes the finalizer off once its view shows no child: a child created a
+    moment ago (allowed here, not yet in that view) would not keep the Cohort, so its
+    deletion is refused, as without the finalizer."""
+    recent = decisions.RecentlyAllowed()
+    recent.remember(parse_member(quota("team-c", "team-c", "research")))
+    old = cohort("research", min={"cpu": "40"})
+    old["metadata"]["finalizers"] = [IN_USE_FINALIZER]
+    verdict = decisions.review_member(
+        tree, "DELETE", None, old, recent=recent, leaving={"team-a", "team-b"}
+    )
+    assert not verdict.allowed
+    assert "cannot delete a Cohort that has children (team-c)" in verdict.message
+    held = decisions.review_member(tree, "DELETE", None, old, recent=recent, leaving={"team-a"})
+    assert held.allowed
+    assert held.warnings == [
+        "Cohort research stays until its children (team-b, team-c) are deleted or moved"
+    ]
 
 
 def test_delete_quota_with_admitted_pods(tree: Engine) -> None:
@@ -362,6 +399,25 @@ async def test_handler_delete_cohort_whose_children_are_leaving(tree: Engine) ->
         await handlers.validate_cohort(**kwargs)
     api.leaving = {"team-a", "team-b"}
     await handlers.validate_cohort(**member_kwargs("DELETE", None, old, memo))
+
+
+async def test_handler_delete_cohort_in_use_is_allowed_with_a_warning(tree: Engine) -> None:
+    """`kubectl delete -f` of a file that lists the Cohort first: its children are not yet
+    being deleted, and the Cohort carries the in-use finalizer: accepted, with a warning
+    that names the children the API does not show leaving."""
+    api = FakeKube()
+    api.leaving = {"team-a"}
+    memo = memo_for(tree, api=api)
+    old = cohort("research", min={"cpu": "40"})
+    refused = member_kwargs("DELETE", None, old, memo)
+    with pytest.raises(kopf.AdmissionError, match=r"has children \(team-b\)"):
+        await handlers.validate_cohort(**refused)
+    old["metadata"]["finalizers"] = [IN_USE_FINALIZER]
+    kwargs = member_kwargs("DELETE", None, old, memo)
+    await handlers.validate_cohort(**kwargs)
+    assert kwargs["warnings"] == [
+        "Cohort research stays until its children (team-b) are deleted or moved"
+    ]
 
 
 async def test_handler_delete_cohort_child_the_api_cannot_answer_for_counts(tree: Engine) -> None:
