@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from quotree.cluster import Cluster
+from quotree.create_admission import CreateAdmission, CreateReservations
 from quotree.decide import Decider
 from quotree.decisions import Decisions
 from quotree.eviction import Eviction
@@ -46,6 +47,7 @@ from quotree.trees import Forest
 
 __all__ = [
     "DEFAULT_SYSTEM_NAMESPACES",
+    "CreateAdmission",
     "Decisions",
     "Engine",
     "Eviction",
@@ -123,6 +125,11 @@ class Engine:
         self.decider.gangs.scheduling_timeout = scheduling_timeout
         #: The pod groups by "namespace/name", read-only (`group_ledger.GroupView`).
         self.groups: Mapping[str, GroupView] = Groups(self.group_ledger.groups)
+        #: Pods admitted at creation whose room is held until the cluster shows them
+        #: (`create_admission.py`).
+        self.created = CreateReservations(
+            self.ledger, self.forest, self.holds, self.decider, self.group_ledger
+        )
         # Objects whose name another tree already holds (rule 6 across trees, the webhook
         # bypassed): the engine keeps the first, and takes these when it goes.
         self._shadowed: dict[str, list[MemberConfig]] = {}
@@ -343,6 +350,29 @@ class Engine:
         (None: no such group): a new pod must agree (`groups.disagreement`)."""
         record = self.group_ledger.groups.get(f"{namespace}/{group}")
         return record.declaration if record is not None and record.pods else None
+
+    def admit_at_create(
+        self, facts: PodFacts, token: str, *, expires: float
+    ) -> CreateAdmission | None:
+        """Admit a new single pod in its creation (`facts` as it would be created, gated,
+        under a name of the caller's that no pod has) when it fits now and no pod of its
+        quota waits ahead of it: its room is reserved under `token` until `expires` or
+        until `take_reservation`. None: it is created gated (`create_admission.py`)."""
+        return self.created.admit(facts, token, expires)
+
+    def take_reservation(self, token: str) -> CreateAdmission | None:
+        """The pod admitted at creation under `token` is here: its reservation is given
+        back; take the pod in (`observe_pod`) in the same step. None: no such reservation."""
+        return self.created.take(token)
+
+    def release_reservation(self, token: str) -> bool:
+        """The pod admitted at creation under `token` is gone before it was taken in."""
+        return self.created.release(token)
+
+    def expire_reservations(self, now: float) -> list[CreateAdmission]:
+        """Give back the room of the pods admitted at creation that did not show up by
+        their reservation's time (`now` on the clock `expires` was given in)."""
+        return self.created.expire(now)
 
     def eviction_refused(self, key: str) -> None:
         """The Eviction API said no (a PodDisruptionBudget): the pod stays; try again later."""
