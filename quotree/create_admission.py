@@ -26,15 +26,13 @@ from quotree import admission
 from quotree.decide import Decider
 from quotree.fit import Seat
 from quotree.group_ledger import GroupLedger
-from quotree.hold import Holds
-from quotree.ledger import Ledger
 from quotree.placement import Placed
 from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
 from quotree.quantity import add_amounts
 from quotree.runtime import QuotaTree
 from quotree.standings import Standings
-from quotree.trees import Forest, maintenance_reason
+from quotree.trees import maintenance_reason
 
 __all__ = ["RESERVATION_ANNOTATION", "CreateAdmission", "CreateReservations"]
 
@@ -73,17 +71,10 @@ class _Held:
 class CreateReservations:
     """Reservations of pods admitted at creation, by token (see module docstring)."""
 
-    def __init__(
-        self,
-        ledger: Ledger,
-        forest: Forest,
-        holds: Holds,
-        decider: Decider,
-        groups: GroupLedger,
-    ) -> None:
-        self._ledger = ledger
-        self._forest = forest
-        self._holds = holds
+    def __init__(self, decider: Decider, groups: GroupLedger) -> None:
+        self._ledger = decider.ledger
+        self._forest = decider.forest
+        self._holds = decider.holds
         self._decider = decider
         self._groups = groups
         self._held: dict[str, _Held] = {}

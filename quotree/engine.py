@@ -22,6 +22,7 @@ from quotree.decisions import Decisions
 from quotree.eviction import Eviction
 from quotree.fit import Fit
 from quotree.flavor_spec import FlavorConfig
+from quotree.forest_config import set_forest_config
 from quotree.group_ledger import GroupLedger, Groups, GroupView
 from quotree.groups import GroupSpec, JobFacts
 from quotree.hold import Holds
@@ -125,14 +126,13 @@ class Engine:
         self.decider.gangs.scheduling_timeout = scheduling_timeout
         #: The pod groups by "namespace/name", read-only (`group_ledger.GroupView`).
         self.groups: Mapping[str, GroupView] = Groups(self.group_ledger.groups)
-        #: Pods admitted at creation whose room is held until the cluster shows them
-        #: (`create_admission.py`).
-        self.created = CreateReservations(
-            self.ledger, self.forest, self.holds, self.decider, self.group_ledger
-        )
+        #: Admission at creation (`create_admission.py`): `created.admit` a new pod that
+        #: fits now, its room held until the cluster shows it (`take`, then
+        #: `observe_pod`), or it is deleted first (`release`), or its time is up (`expire`).
+        self.created = CreateReservations(self.decider, self.group_ledger)
         # Objects whose name another tree already holds (rule 6 across trees, the webhook
         # bypassed): the engine keeps the first, and takes these when it goes.
-        self._shadowed: dict[str, list[MemberConfig]] = {}
+        self.shadowed: dict[str, list[MemberConfig]] = {}
 
     # ------------------------------------------------------------ decisions
 
@@ -178,7 +178,7 @@ class Engine:
         if old == config:
             return  # e.g. our own status write coming back through the watch
         if config.tree != DEFAULT_TREE or self.forest.several:
-            if self._set_forest_config(config, home, old):
+            if set_forest_config(self, config, home, old):
                 return
         else:
             self.tree.set_config(config)
@@ -195,46 +195,6 @@ class Engine:
             and (old.flavors, old.flavored_resources) != (config.flavors, config.flavored_resources)
         ):
             self.intake.recharge({config.name})
-
-    # ------------------------------------------------------------ several trees
-
-    def _set_forest_config(
-        self, config: MemberConfig, home: QuotaTree, old: MemberConfig | None
-    ) -> bool:
-        """`set_config` when more than one tree is in play; True when nothing more is to do."""
-        name = config.name
-        target = self.forest.grow(
-            config.tree,
-            self.cluster.capacity,
-            self.cluster.unmanaged,
-            (r.request for r in self.pods.values() if r.state is PodState.ADMITTED),
-        )
-        if home is not target and name in home.structure:
-            if old is None:
-                # Another object holds the name in another tree: keep the first (rule 6).
-                shadowed = self._shadowed.setdefault(name, [])
-                shadowed[:] = [
-                    c for c in shadowed if (c.kind, c.namespace) != (config.kind, config.namespace)
-                ]
-                shadowed.append(config)
-                return True
-            # The object moves to another tree: its pods move along (`PodIntake.move` in
-            # two halves, the quota moving in between).
-            lifted = self.intake.lift(name)
-            home.remove_config(name, config.kind, config.namespace)
-            target.set_config(config)
-            self.forest.settle(target, name)
-            self.coverage.remove(old)
-            if config.is_leaf:
-                self.coverage.add(config)
-            self.ledger.touched.add(name)
-            for pod in lifted:
-                self.intake.land(pod)
-            self.intake.reresolve(namespaces_of(old) | namespaces_of(config))
-            return True
-        target.set_config(config)
-        self.forest.settle(target, name)
-        return False
 
     def all_configs(self) -> dict[str, MemberConfig]:
         """Every Cohort and ElasticQuota the engine holds, by name, over all trees."""
@@ -253,7 +213,7 @@ class Engine:
     ) -> None:
         """A Cohort or ElasticQuota is gone: the one of `kind` in `namespace` (kind None:
         every object called `name`). Another object of the same name stays."""
-        shadowed = self._shadowed.get(name)
+        shadowed = self.shadowed.get(name)
         if shadowed:
             shadowed[:] = [
                 c
@@ -350,29 +310,6 @@ class Engine:
         (None: no such group): a new pod must agree (`groups.disagreement`)."""
         record = self.group_ledger.groups.get(f"{namespace}/{group}")
         return record.declaration if record is not None and record.pods else None
-
-    def admit_at_create(
-        self, facts: PodFacts, token: str, *, expires: float
-    ) -> CreateAdmission | None:
-        """Admit a new single pod in its creation (`facts` as it would be created, gated,
-        under a name of the caller's that no pod has) when it fits now and no pod of its
-        quota waits ahead of it: its room is reserved under `token` until `expires` or
-        until `take_reservation`. None: it is created gated (`create_admission.py`)."""
-        return self.created.admit(facts, token, expires)
-
-    def take_reservation(self, token: str) -> CreateAdmission | None:
-        """The pod admitted at creation under `token` is here: its reservation is given
-        back; take the pod in (`observe_pod`) in the same step. None: no such reservation."""
-        return self.created.take(token)
-
-    def release_reservation(self, token: str) -> bool:
-        """The pod admitted at creation under `token` is gone before it was taken in."""
-        return self.created.release(token)
-
-    def expire_reservations(self, now: float) -> list[CreateAdmission]:
-        """Give back the room of the pods admitted at creation that did not show up by
-        their reservation's time (`now` on the clock `expires` was given in)."""
-        return self.created.expire(now)
 
     def eviction_refused(self, key: str) -> None:
         """The Eviction API said no (a PodDisruptionBudget): the pod stays; try again later."""

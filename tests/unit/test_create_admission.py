@@ -22,7 +22,7 @@ def _new(namespace: str, token: str, amount: int, **kwargs: object) -> PodFacts:
 
 def _arrived(eng: Engine, token: str, name: str, facts: PodFacts) -> None:
     """The watch shows the pod (ungated, its real name): the operator's two steps."""
-    assert eng.take_reservation(token) is not None
+    assert eng.created.take(token) is not None
     eng.observe_pod(dataclasses.replace(facts, name=name, gated=False))
 
 
@@ -33,7 +33,7 @@ def _used(eng: Engine, name: str = "a") -> int:
 
 def test_a_pod_that_fits_is_reserved_and_counts_as_used_at_once() -> None:
     eng = engine(quota("a", min=10, max=10), capacity=100)
-    admitted = eng.admit_at_create(_new("a", "t1", 4), "t1", expires=10.0)
+    admitted = eng.created.admit(_new("a", "t1", 4), "t1", 10.0)
     assert admitted is not None
     assert (admitted.quota, admitted.standing) == ("a", "in-quota")
     assert "used" in admitted.message
@@ -47,7 +47,7 @@ def test_a_pod_that_fits_is_reserved_and_counts_as_used_at_once() -> None:
 
 def test_reservations_never_admit_more_than_the_room() -> None:
     eng = engine(quota("a", min=10, max=10), capacity=100)
-    results = [eng.admit_at_create(_new("a", f"t{i}", 4), f"t{i}", expires=10.0) for i in range(4)]
+    results = [eng.created.admit(_new("a", f"t{i}", 4), f"t{i}", 10.0) for i in range(4)]
     assert [r is not None for r in results] == [True, True, False, False]
     assert _used(eng) == 8
 
@@ -55,23 +55,23 @@ def test_reservations_never_admit_more_than_the_room() -> None:
 def test_the_watch_confirms_a_reservation_once() -> None:
     eng = engine(quota("a", min=10, max=10), capacity=100)
     facts = _new("a", "t1", 4)
-    assert eng.admit_at_create(facts, "t1", expires=10.0) is not None
+    assert eng.created.admit(facts, "t1", 10.0) is not None
     _arrived(eng, "t1", "p1", facts)
     assert states(eng) == {"a/p1": "admitted"}
     assert _used(eng) == 4  # the pod took the reservation's place: not counted twice
-    assert eng.take_reservation("t1") is None
-    assert eng.expire_reservations(100.0) == []
+    assert eng.created.take("t1") is None
+    assert eng.created.expire(100.0) == []
     assert _used(eng) == 4
 
 
 def test_a_reservation_whose_pod_never_shows_up_is_released_on_time() -> None:
     eng = engine(quota("a", min=10, max=10), capacity=100)
-    assert eng.admit_at_create(_new("a", "t1", 8), "t1", expires=10.0) is not None
+    assert eng.created.admit(_new("a", "t1", 8), "t1", 10.0) is not None
     eng.observe_pod(pod("a", "waiting", 8))
     eng.decide()
-    assert eng.expire_reservations(9.9) == []
+    assert eng.created.expire(9.9) == []
     assert _used(eng) == 8
-    released = eng.expire_reservations(10.0)
+    released = eng.created.expire(10.0)
     assert [r.token for r in released] == ["t1"]
     assert _used(eng) == 0
     decisions = eng.decide()
@@ -80,9 +80,9 @@ def test_a_reservation_whose_pod_never_shows_up_is_released_on_time() -> None:
 
 def test_a_reservation_whose_pod_is_deleted_first_is_released() -> None:
     eng = engine(quota("a", min=10, max=10), capacity=100)
-    assert eng.admit_at_create(_new("a", "t1", 6), "t1", expires=10.0) is not None
-    assert eng.release_reservation("t1")
-    assert not eng.release_reservation("t1")
+    assert eng.created.admit(_new("a", "t1", 6), "t1", 10.0) is not None
+    assert eng.created.release("t1")
+    assert not eng.created.release("t1")
     assert _used(eng) == 0
 
 
@@ -93,7 +93,7 @@ def test_a_waiting_higher_priority_pod_is_not_overtaken() -> None:
     eng.decide()
     assert states(eng)["a/urgent"] == "pending"
     # 4 more would fit, but the urgent pod waits ahead of it: created gated.
-    assert eng.admit_at_create(_new("a", "t1", 4, priority=1), "t1", expires=10.0) is None
+    assert eng.created.admit(_new("a", "t1", 4, priority=1), "t1", 10.0) is None
     assert _used(eng) == 6
     assert set(states(eng)) == {"a/running", "a/urgent"}  # the check left nothing behind
 
@@ -103,7 +103,7 @@ def test_a_waiting_lower_priority_pod_does_not_hold_a_higher_new_one() -> None:
     eng.observe_pod(pod("a", "running", 6, gated=False))
     eng.observe_pod(pod("a", "big-low", 6, priority=0))
     eng.decide()
-    assert eng.admit_at_create(_new("a", "t1", 4, priority=5), "t1", expires=10.0) is not None
+    assert eng.created.admit(_new("a", "t1", 4, priority=5), "t1", 10.0) is not None
 
 
 def test_an_ancestor_without_room_holds_the_new_pod() -> None:
@@ -118,27 +118,27 @@ def test_an_ancestor_without_room_holds_the_new_pod() -> None:
     eng.observe_pod(pod("b", "running", 6, gated=False))
     eng.decide()
     # Room in a (its min), none above: org holds 6 of its 8.
-    assert eng.admit_at_create(_new("a", "t1", 4), "t1", expires=10.0) is None
+    assert eng.created.admit(_new("a", "t1", 4), "t1", 10.0) is None
     eng.observe_pod(pod("a", "gated", 4))
     eng.decide()
     assert "Cohort org" in eng.pods["a/gated"].reason
     eng.forget_pod("a/gated")
-    assert eng.admit_at_create(_new("a", "t2", 2), "t2", expires=10.0) is not None
+    assert eng.created.admit(_new("a", "t2", 2), "t2", 10.0) is not None
 
 
 def test_non_preemptible_pods_are_admitted_at_creation_within_min_only() -> None:
     eng = engine(quota("a", min=5, max=20), capacity=100)
-    first = eng.admit_at_create(_new("a", "t1", 4, preemptible=False), "t1", expires=10.0)
+    first = eng.created.admit(_new("a", "t1", 4, preemptible=False), "t1", 10.0)
     assert first is not None
-    second = eng.admit_at_create(_new("a", "t2", 4, preemptible=False), "t2", expires=10.0)
+    second = eng.created.admit(_new("a", "t2", 4, preemptible=False), "t2", 10.0)
     assert second is None  # non-preemptible used 4 + 4 > min 5, the reservation counted
-    assert eng.admit_at_create(_new("a", "t3", 4), "t3", expires=10.0) is not None
+    assert eng.created.admit(_new("a", "t3", 4), "t3", 10.0) is not None
 
 
 def test_the_standing_label_follows_the_guarantee() -> None:
     eng = engine(quota("a", min=4, max=20), capacity=100)
     eng.observe_pod(pod("a", "running", 4, gated=False))
     eng.decide()
-    admitted = eng.admit_at_create(_new("a", "t1", 2), "t1", expires=10.0)
+    admitted = eng.created.admit(_new("a", "t1", 2), "t1", 10.0)
     assert admitted is not None
     assert admitted.standing == "over-quota"
