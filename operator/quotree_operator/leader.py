@@ -115,6 +115,9 @@ class LeaderLease:
         self.wall = wall
         self.leading = False
         self._renewed = 0.0
+        #: When this replica last took the Lease: its former holder's last renewal (wall
+        #: seconds) and duration; None when nobody held it (create_admitter.py reads it).
+        self.previous: tuple[float, float] | None = None
 
     def _set(self, leading: bool) -> None:
         if leading != self.leading:
@@ -141,6 +144,11 @@ class LeaderLease:
         if body is None:
             return False
         await self.kube.write_lease(self.namespace, body, create=lease is None)
+        if not self.leading:
+            spec: Mapping[str, Any] = (lease or {}).get("spec") or {}
+            renewed = spec.get("renewTime") if spec.get("holderIdentity") else None
+            duration = float(spec.get("leaseDurationSeconds") or self.duration)
+            self.previous = (_parse(renewed), duration) if renewed else None
         return True
 
     async def step(self) -> float:

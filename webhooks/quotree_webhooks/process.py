@@ -147,12 +147,17 @@ class WebhookProcess:
             await write_message(writer, "config", self.config)
             await write_message(writer, "groups", book.copy())
             sent: tuple[int, int] | None = None
+            admitting = False
             while True:
                 coverage = self.state.engine.coverage
                 current = (id(coverage), coverage.version)
                 if current != sent:
                     await write_message(writer, "coverage", coverage)
                     sent = current
+                now = self.state.admitting is not None and self.state.admitting()
+                if now != admitting:
+                    await write_message(writer, "admit", now)
+                    admitting = now
                 if book.changed:
                     await write_message(writer, "group-changes", *book.take_changes())
                 await asyncio.sleep(SYNC_INTERVAL)

@@ -44,7 +44,7 @@ import aiohttp.web
 from quotree.group_book import GroupBook
 from quotree.resolution import Coverage
 from quotree_webhooks import fastpath
-from quotree_webhooks.configurations import METRIC_WEBHOOKS, PODS_MUTATE
+from quotree_webhooks.configurations import ADMIT_PATH, METRIC_WEBHOOKS, PODS_MUTATE
 from quotree_webhooks.wire import WorkerConfig, read_message, write_message
 
 __all__ = ["Worker", "main"]
@@ -55,6 +55,9 @@ logger = logging.getLogger("quotree.webhooks")
 REPORT_INTERVAL = 0.25
 #: The operator's listener must answer within the API server's webhook timeout.
 UPSTREAM_TIMEOUT = 10.0
+#: ... and a pod CREATE passed on for admission at creation well within it (5 s, the
+#: Fail webhook's; 2 s, the unlabelled namespaces'): else this process gates the pod.
+ADMIT_TIMEOUT = 1.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -79,6 +82,8 @@ class Worker:
         self.groups = GroupBook()
         self.context: ssl.SSLContext | None = None
         self.answers: list[tuple[str, float, bool]] = []
+        #: The operator admits at creation now (it leads): pod CREATE reviews go to it.
+        self.admitting = False
         self.session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ requests
@@ -90,7 +95,9 @@ class Worker:
         try:
             body = await request.read()
             response = None
-            if webhook == PODS_MUTATE:
+            if webhook == PODS_MUTATE and self.admitting:
+                response = await self.admit(body)
+            if webhook == PODS_MUTATE and response is None:
                 response = self.mutate(body)
             if response is None:
                 response = await self.forward(request, body)
@@ -116,6 +123,28 @@ class Worker:
         return aiohttp.web.Response(
             body=json.dumps(answer).encode(), content_type="application/json"
         )
+
+    async def admit(self, body: bytes) -> aiohttp.web.Response | None:
+        """The pod CREATE review answered by the operator, which admits a pod that fits at
+        its creation (admit_at_create.py); None when it does not answer in time: this
+        process answers, gating the pod."""
+        assert self.session is not None
+        headers = {"Content-Type": "application/json"}
+        try:
+            async with self.session.post(
+                f"http://quotree{ADMIT_PATH}",
+                data=body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=ADMIT_TIMEOUT),
+            ) as upstream:
+                if upstream.status != 200:
+                    return None
+                return aiohttp.web.Response(
+                    body=await upstream.read(), content_type=upstream.content_type
+                )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            logger.warning("webhooks: the operator did not admit at creation: %s", exc)
+            return None
 
     async def forward(self, request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
         """Pass a review to the operator's own listener and return its answer."""
@@ -194,6 +223,8 @@ class Worker:
                     logging.getLogger("quotree").setLevel(self.config.log_level)
                 elif kind == "groups":
                     self.groups = message[1]
+                elif kind == "admit":
+                    self.admitting = bool(message[1])
                 elif kind == "group-changes":
                     self.groups.apply(message[1], message[2])
                 elif kind == "coverage":
