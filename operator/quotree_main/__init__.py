@@ -167,7 +167,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         config.namespace,
         config.identity,
         lambda leading: controller.set_leading(leading, lease.previous),
+        address=config.webhook_address if controller.admitter.enabled else None,
     )
+    if webhooks is not None:
+        webhooks.leader_address = lambda: lease.leader_address
     process.tasks.extend(
         asyncio.create_task(coro, name=name)
         for name, coro in (

@@ -80,6 +80,9 @@ class OperatorConfig:
     #: Seconds the room of a pod admitted at creation waits for the pod to show up
     #: (QUOTREE_ADMIT_RESERVATION_SECONDS; docs/webhooks.md says how to choose it).
     admit_reservation_seconds: float = 10.0
+    #: This pod's IP (POD_IP, from the downward API): where the other replicas reach its
+    #: webhooks; empty: the webhook host (local runs).
+    pod_ip: str | None = None
     #: Read the start-up pod list in a helper process (QUOTREE_LIST_READER, "0" to read it
     #: in the operator's own process; pod_reader.py).
     list_reader: bool = True
@@ -116,11 +119,20 @@ class OperatorConfig:
             maintenance=env.get("QUOTREE_MAINTENANCE", "0") not in ("0", "false", "no", ""),
             list_page_size=int(env.get("QUOTREE_LIST_PAGE_SIZE", defaults.list_page_size)),
             list_reader=env.get("QUOTREE_LIST_READER", "1") not in ("0", "false", "no", ""),
+            pod_ip=env.get("POD_IP") or None,
             admit_at_create=env.get("QUOTREE_ADMIT_AT_CREATE", "1") not in ("0", "false", "no", ""),
             admit_reservation_seconds=float(
                 env.get("QUOTREE_ADMIT_RESERVATION_SECONDS", defaults.admit_reservation_seconds)
             ),
         )
+
+    @property
+    def webhook_address(self) -> str:
+        """ "host:port" where the other replicas reach this one's webhooks."""
+        host = self.pod_ip or self.webhook_host
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return f"[{host}]:{self.webhook_port}" if ":" in host else f"{host}:{self.webhook_port}"
 
     @property
     def never_gated(self) -> frozenset[str]:

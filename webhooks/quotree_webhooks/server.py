@@ -281,6 +281,7 @@ class QuotreeWebhookServer(kopf.WebhookServer):
                     keyfile=str(self.pki.key),
                     never_gated=self.settings.never_gated,
                     upstream=upstream,
+                    cafile=str(self.pki.ca_cert),
                     log_level=logging.getLevelName(
                         logging.getLogger("quotree").getEffectiveLevel()
                     ),

@@ -84,6 +84,9 @@ class WebhookState:
     #: (the webhook process passes the pod CREATE reviews on to it while it does).
     admit: Admit | None = None
     admitting: Callable[[], bool] | None = None
+    #: Where the replica that admits at creation answers ("host:port"; None: unknown or
+    #: this one): the webhook process passes it the pod CREATE reviews.
+    leader_address: Callable[[], str | None] | None = None
 
 
 def state_from_memo(memo: object) -> WebhookState | None:

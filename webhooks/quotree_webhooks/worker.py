@@ -12,6 +12,12 @@ operator's engine uses, over a copy of the engine's `Coverage` (namespace -> the
 covering it: all `Engine.resolve` reads) and of the operator's `GroupBook` (the Jobs and
 what each pod group declared: a Job's pods get their group, a pod that disagrees with
 its group is refused), which the operator sends whenever they change.
+Admission at creation (admit_at_create.py): while the operator leads, it answers the pod
+CREATE reviews itself (this process passes them to its listener); while another replica
+leads, they are passed to that replica's webhook process (its address is on the Lease),
+which passes them to its operator. A review passed on is never passed on again, and one
+that gets no answer in time is answered here, the pod gated: a pod is only ever admitted
+at creation by the Lease holder's engine.
 Everything else (Cohort and ElasticQuota reviews, which read the whole tree, the pods
 admitted and recently allowed objects; pod UPDATE and namespace reviews; a review Kopf
 must answer because its object is malformed) is passed, as received, to the operator's
@@ -58,6 +64,11 @@ UPSTREAM_TIMEOUT = 10.0
 #: ... and a pod CREATE passed on for admission at creation well within it (5 s, the
 #: Fail webhook's; 2 s, the unlabelled namespaces'): else this process gates the pod.
 ADMIT_TIMEOUT = 1.0
+#: A pod CREATE passed on to the replica that admits at creation: its answer within this
+#: long (its own passing on to its operator included), else this process gates the pod.
+LEADER_TIMEOUT = 1.5
+#: The header on a review passed on to the leader: it is never passed on again.
+PASSED_ON = "X-Quotree-Passed-On"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -84,6 +95,9 @@ class Worker:
         self.answers: list[tuple[str, float, bool]] = []
         #: The operator admits at creation now (it leads): pod CREATE reviews go to it.
         self.admitting = False
+        #: Where the replica that admits at creation answers, when it is another one.
+        self.leader: str | None = None
+        self.leader_session: aiohttp.ClientSession | None = None
         self.session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ requests
@@ -97,6 +111,8 @@ class Worker:
             response = None
             if webhook == PODS_MUTATE and self.admitting:
                 response = await self.admit(body)
+            elif webhook == PODS_MUTATE and self.leader and PASSED_ON not in request.headers:
+                response = await self.ask_leader(self.leader, body)
             if webhook == PODS_MUTATE and response is None:
                 response = self.mutate(body)
             if response is None:
@@ -144,6 +160,33 @@ class Worker:
                 )
         except (aiohttp.ClientError, TimeoutError) as exc:
             logger.warning("webhooks: the operator did not admit at creation: %s", exc)
+            return None
+
+    async def ask_leader(self, address: str, body: bytes) -> aiohttp.web.Response | None:
+        """The pod CREATE review answered by the replica that admits at creation (the
+        Lease holder, at `address`); None when it does not answer in time: this process
+        answers, gating the pod. Its certificate is checked against the webhook CA (the
+        replicas share it), not against a host name: it is reached by its pod's IP."""
+        assert self.config is not None
+        if self.leader_session is None:
+            context = ssl.create_default_context(cafile=self.config.cafile or None)
+            context.check_hostname = False
+            self.leader_session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=context),
+                timeout=aiohttp.ClientTimeout(total=LEADER_TIMEOUT),
+            )
+        headers = {"Content-Type": "application/json", PASSED_ON: "1"}
+        try:
+            async with self.leader_session.post(
+                f"https://{address}/{PODS_MUTATE}", data=body, headers=headers
+            ) as answer:
+                if answer.status != 200:
+                    return None
+                return aiohttp.web.Response(
+                    body=await answer.read(), content_type=answer.content_type
+                )
+        except (aiohttp.ClientError, TimeoutError, ssl.SSLError) as exc:
+            logger.warning("webhooks: the leader at %s did not answer: %s", address, exc)
             return None
 
     async def forward(self, request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
@@ -225,6 +268,8 @@ class Worker:
                     self.groups = message[1]
                 elif kind == "admit":
                     self.admitting = bool(message[1])
+                elif kind == "leader":
+                    self.leader = message[1]
                 elif kind == "group-changes":
                     self.groups.apply(message[1], message[2])
                 elif kind == "coverage":
@@ -240,6 +285,8 @@ class Worker:
                 reporter.cancel()
             if self.session is not None:
                 await self.session.close()
+            if self.leader_session is not None:
+                await self.leader_session.close()
 
 
 async def _main(fd: int) -> None:
