@@ -88,7 +88,8 @@ class CreateReservations:
     def admit(self, facts: PodFacts, token: str, expires: float) -> CreateAdmission | None:
         """Admit the pod `facts` describes (gated, as it would be created) if it fits now
         and no pod of its quota waits ahead of it: its room is reserved until `expires`
-        (or until `take`/`release`). None: it is created gated and waits its turn."""
+        (or until `take`/`release`; reservations are made in the order of their
+        `expires`). None: it is created gated and waits its turn."""
         if token in self._held or facts.key in self._ledger.pods or not facts.gated:
             return None
         record = self._groups.observe(facts)
@@ -125,8 +126,13 @@ class CreateReservations:
         return self.take(token) is not None
 
     def expire(self, now: float) -> list[CreateAdmission]:
-        """Release the reservations whose pods did not show up by their time."""
-        due = [token for token, held in self._held.items() if held.expires <= now]
+        """Release the reservations whose pods did not show up by their time (made in the
+        order of their times: only the due ones are looked at)."""
+        due: list[str] = []
+        for token, held in self._held.items():
+            if held.expires > now:
+                break
+            due.append(token)
         return [admission for token in due if (admission := self.take(token)) is not None]
 
     # ------------------------------------------------------------ the check
