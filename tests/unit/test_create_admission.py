@@ -12,7 +12,11 @@ import dataclasses
 from builders import R, cohort, engine, pod, quota, states
 
 from quotree.engine import Engine
+from quotree.models import FLAVOR_LABEL
 from quotree.podfacts import PodFacts
+from tests.unit.objects import quota_config as eq
+from tests.unit.test_flavors import GPU, TWO_FLAVORS, gpu_pod
+from tests.unit.test_flavors import cluster as flavored
 
 
 def _new(namespace: str, token: str, amount: int, **kwargs: object) -> PodFacts:
@@ -142,3 +146,20 @@ def test_the_standing_label_follows_the_guarantee() -> None:
     admitted = eng.created.admit(_new("a", "t1", 2), "t1", 10.0)
     assert admitted is not None
     assert admitted.standing == "over-quota"
+
+
+def test_a_pod_is_admitted_at_creation_on_the_first_flavor_where_it_fits() -> None:
+    eng = flavored(eq("team", **TWO_FLAVORS))
+    first = eng.created.admit(gpu_pod("team", "#t1", 2), "t1", 10.0)
+    assert first is not None
+    assert (first.flavor, first.node_labels) == ("a100", {"gpu": "a100"})
+    second = eng.created.admit(gpu_pod("team", "#t2", 2), "t2", 10.0)
+    assert second is not None
+    assert (second.flavor, second.node_labels) == ("h100", {"gpu": "h100"})
+    # The pod shows up on its flavor (the label the webhook wrote): the numbers stay.
+    facts = gpu_pod("team", "p1", 2, gated=False, labels={FLAVOR_LABEL: "a100"})
+    assert eng.created.take("t1") is not None
+    eng.observe_pod(facts)
+    eng.refresh()
+    assert eng.report("team").used.get(f"{GPU}@a100") == 2
+    assert eng.report("team").used.get(f"{GPU}@h100") == 2
