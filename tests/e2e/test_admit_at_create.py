@@ -337,7 +337,7 @@ def test_a_refused_creation_and_a_dry_run_leave_no_reservation(
     cluster: ModuleType, tmp_path: Path
 ) -> None:
     s = k.suffix()
-    ns, top, hook = f"aacr-{s}", f"aacr-{s}", f"aacr-{s}"
+    ns, top, hook = f"aacr-{s}", f"aacr-{s}-top", f"aacr-{s}"
     server = None
     op = None
     try:
@@ -373,7 +373,15 @@ def test_a_refused_creation_and_a_dry_run_leave_no_reservation(
         released = time.monotonic()
         cluster.wait_until(lambda: not k.gated(k.pods(ns)[0]), RELEASE + 10, "the pod admitted")
         assert time.monotonic() - released <= RELEASE + 5
-        assert op.log_text().count("showed up within") == 5
+        # Every refused CREATE's reservation released; only the admitted pod holds room.
+        cluster.wait_until(
+            lambda: op.log_text().count("showed up within") == 5, 5, "5 reservations released"
+        )
+        cluster.wait_until(
+            lambda: k.status("ElasticQuota", ns, ns).get("used") == {"cpu": "1"},
+            30,
+            "used 1 in the status",
+        )
 
         # Four dry runs reserve nothing: four real pods then fit at once.
         for _ in range(4):
