@@ -67,6 +67,8 @@ ADMIT_TIMEOUT = 1.0
 #: A pod CREATE passed on to the replica that admits at creation: its answer within this
 #: long (its own passing on to its operator included), else this process gates the pod.
 LEADER_TIMEOUT = 1.5
+#: After the leader did not answer, seconds this process gates pods before asking again.
+LEADER_RETRY = 2.0
 #: The header on a review passed on to the leader: it is never passed on again.
 PASSED_ON = "X-Quotree-Passed-On"
 _PR_SET_PDEATHSIG = 1
@@ -98,6 +100,8 @@ class Worker:
         #: Where the replica that admits at creation answers, when it is another one.
         self.leader: str | None = None
         self.leader_session: aiohttp.ClientSession | None = None
+        #: While the leader did not answer: pods are gated here until then (monotonic).
+        self.leader_down_until = 0.0
         self.session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ requests
@@ -111,7 +115,12 @@ class Worker:
             response = None
             if webhook == PODS_MUTATE and self.admitting:
                 response = await self.admit(body)
-            elif webhook == PODS_MUTATE and self.leader and PASSED_ON not in request.headers:
+            elif (
+                webhook == PODS_MUTATE
+                and self.leader
+                and PASSED_ON not in request.headers
+                and time.monotonic() >= self.leader_down_until
+            ):
                 response = await self.ask_leader(self.leader, body)
             if webhook == PODS_MUTATE and response is None:
                 response = self.mutate(body)
@@ -186,7 +195,15 @@ class Worker:
                     body=await answer.read(), content_type=answer.content_type
                 )
         except (aiohttp.ClientError, TimeoutError, ssl.SSLError) as exc:
-            logger.warning("webhooks: the leader at %s did not answer: %s", address, exc)
+            if time.monotonic() >= self.leader_down_until:
+                logger.warning(
+                    "webhooks: the leader at %s did not answer (%s); gating pods here for "
+                    "%.0fs before asking it again",
+                    address,
+                    exc,
+                    LEADER_RETRY,
+                )
+            self.leader_down_until = time.monotonic() + LEADER_RETRY
             return None
 
     async def forward(self, request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
@@ -270,6 +287,7 @@ class Worker:
                     self.admitting = bool(message[1])
                 elif kind == "leader":
                     self.leader = message[1]
+                    self.leader_down_until = 0.0
                 elif kind == "group-changes":
                     self.groups.apply(message[1], message[2])
                 elif kind == "coverage":
