@@ -36,7 +36,11 @@ from quotree.models import parse_member
 from quotree.podfacts import pod_facts
 from quotree_webhooks import tls
 from tests.e2e import kube_helpers as k
-from tests.e2e.operator_proc import OperatorProcess, start_operator
+from tests.e2e.operator_proc import (
+    OperatorProcess,
+    delete_webhook_configurations,
+    start_operator,
+)
 
 GPU = "nvidia.com/gpu"
 QUOTA_LABEL = "quotree.io/quota-name"
@@ -280,6 +284,7 @@ def test_the_edge_of_a_quota_holds_through_concurrent_creations_and_a_failover(
         sampler.done.set()
         for proc in started:
             proc.stop()
+        delete_webhook_configurations()  # B's, at a port nobody serves any more
         for n in names:
             cluster.kubectl(
                 "delete", "namespace", n, "--wait=false", "--ignore-not-found", check=False
@@ -437,6 +442,7 @@ def test_a_refused_creation_and_a_dry_run_leave_no_reservation(
         )
         if op is not None:
             op.stop()
+        delete_webhook_configurations()
         cluster.kubectl(
             "delete", "namespace", ns, "--wait=false", "--ignore-not-found", check=False
         )
