@@ -4,7 +4,12 @@ On the local control plane (KUBECONFIG of hack/cluster.sh), with the operator an
 webhooks running: 100 ElasticQuotas under 10 Cohorts, each in its own namespace; 1,000
 bare pods of 100m cpu / 100Mi created with 32 requests in flight, round-robin over the
 namespaces; everything fits. The pods are created plain: quotree's mutating webhook
-adds the gate, the operator removes it, the scheduler binds the pod.
+admits them at once (or, with QUOTREE_ADMIT_AT_CREATE=0, adds the gate the operator then
+removes), the scheduler binds the pod.
+
+The operator admits at creation the pods that fit (QUOTREE_ADMIT_AT_CREATE, taken from
+the environment: 0 gates every pod, as before); QUOTREE_BENCH_WEBHOOK_PORT moves its
+webhook port (29446) off a neighbour's.
 
 Baseline in the same run, rounds alternating: the same pods in 100 namespaces no quota
 covers (no webhook called, no gate), so creation -> bound is the scheduler's alone.
@@ -199,6 +204,7 @@ async def main() -> None:
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    # The operator started here reads QUOTREE_ADMIT_AT_CREATE from this environment.
     cluster.ensure_cluster(fresh=False)
     os.environ["KUBECONFIG"] = str(cluster.KUBECONFIG)
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
@@ -213,8 +219,9 @@ async def main() -> None:
         "--timeout=300s",
         timeout=330,
     )
+    port = os.environ.get("QUOTREE_BENCH_WEBHOOK_PORT", "29446")  # beside other runs: another
     op = start_operator(
-        {"QUOTREE_WEBHOOK_PORT": "29446", "QUOTREE_CERT_DIR": "/tmp/quotree-bench-kueue-pki"},
+        {"QUOTREE_WEBHOOK_PORT": port, "QUOTREE_CERT_DIR": "/tmp/quotree-bench-kueue-pki"},
         log_name="operator-bench-kueue",
     )
     results: dict[str, list[dict[str, float]]] = {"baseline": [], "quotree": []}
@@ -259,13 +266,14 @@ def report(results: dict[str, list[dict[str, float]]], n: int, rounds: int) -> N
         return statistics.median(r[key] for r in results[side])
 
     load = os.getloadavg()
+    admit = os.environ.get("QUOTREE_ADMIT_AT_CREATE", "1")
     print(
         f"\n## Kueue's benchmark shape ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
         f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()})\n\n{QUOTAS} ElasticQuotas under {COHORTS} Cohorts, "
         f"{n} pods of 100m cpu / 100Mi, {IN_FLIGHT} creations in flight, {rounds} rounds "
         f"per side alternating; {_settings()}; load average {load[0]:.1f} / {load[1]:.1f} / "
-        f"{load[2]:.1f}. Medians over the rounds.\n"
+        f"{load[2]:.1f}; QUOTREE_ADMIT_AT_CREATE={admit}. Medians over the rounds.\n"
     )
     print("| figure | quotree | baseline (no admission system) | ratio |")
     print("| --- | --- | --- | --- |")

@@ -16,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from quotree.cluster import Cluster
+from quotree.create_admission import CreateAdmission, CreateReservations
 from quotree.decide import Decider
 from quotree.decisions import Decisions
 from quotree.engine_views import EngineViews
 from quotree.eviction import Eviction
 from quotree.flavor_spec import FlavorConfig
+from quotree.forest_config import set_forest_config
 from quotree.group_ledger import GroupLedger, Groups, GroupView
 from quotree.groups import GroupSpec, JobFacts
 from quotree.hold import Holds
@@ -47,6 +49,7 @@ from quotree.trees import Forest
 
 __all__ = [
     "DEFAULT_SYSTEM_NAMESPACES",
+    "CreateAdmission",
     "Decisions",
     "Engine",
     "Eviction",
@@ -125,9 +128,13 @@ class Engine(EngineViews):
         self.decider.gangs.scheduling_timeout = scheduling_timeout
         #: The pod groups by "namespace/name", read-only (`group_ledger.GroupView`).
         self.groups: Mapping[str, GroupView] = Groups(self.group_ledger.groups)
+        #: Admission at creation (`create_admission.py`): `created.admit` a new pod that
+        #: fits now, its room held until the cluster shows it (`take`, then
+        #: `observe_pod`), or it is deleted first (`release`), or its time is up (`expire`).
+        self.created = CreateReservations(self.decider, self.group_ledger)
         # Objects whose name another tree already holds (rule 6 across trees, the webhook
         # bypassed): the engine keeps the first, and takes these when it goes.
-        self._shadowed: dict[str, list[MemberConfig]] = {}
+        self.shadowed: dict[str, list[MemberConfig]] = {}
 
     # ------------------------------------------------------------ decisions
 
@@ -173,7 +180,7 @@ class Engine(EngineViews):
         if old == config:
             return  # e.g. our own status write coming back through the watch
         if config.tree != DEFAULT_TREE or self.forest.several:
-            if self._set_forest_config(config, home, old):
+            if set_forest_config(self, config, home, old):
                 return
         else:
             self.tree.set_config(config)
@@ -190,46 +197,6 @@ class Engine(EngineViews):
             and (old.flavors, old.flavored_resources) != (config.flavors, config.flavored_resources)
         ):
             self.intake.recharge({config.name})
-
-    # ------------------------------------------------------------ several trees
-
-    def _set_forest_config(
-        self, config: MemberConfig, home: QuotaTree, old: MemberConfig | None
-    ) -> bool:
-        """`set_config` when more than one tree is in play; True when nothing more is to do."""
-        name = config.name
-        target = self.forest.grow(
-            config.tree,
-            self.cluster.capacity,
-            self.cluster.unmanaged,
-            (r.request for r in self.pods.values() if r.state is PodState.ADMITTED),
-        )
-        if home is not target and name in home.structure:
-            if old is None:
-                # Another object holds the name in another tree: keep the first (rule 6).
-                shadowed = self._shadowed.setdefault(name, [])
-                shadowed[:] = [
-                    c for c in shadowed if (c.kind, c.namespace) != (config.kind, config.namespace)
-                ]
-                shadowed.append(config)
-                return True
-            # The object moves to another tree: its pods move along (`PodIntake.move` in
-            # two halves, the quota moving in between).
-            lifted = self.intake.lift(name)
-            home.remove_config(name, config.kind, config.namespace)
-            target.set_config(config)
-            self.forest.settle(target, name)
-            self.coverage.remove(old)
-            if config.is_leaf:
-                self.coverage.add(config)
-            self.ledger.touched.add(name)
-            for pod in lifted:
-                self.intake.land(pod)
-            self.intake.reresolve(namespaces_of(old) | namespaces_of(config))
-            return True
-        target.set_config(config)
-        self.forest.settle(target, name)
-        return False
 
     def all_configs(self) -> dict[str, MemberConfig]:
         """Every Cohort and ElasticQuota the engine holds, by name, over all trees."""
@@ -248,7 +215,7 @@ class Engine(EngineViews):
     ) -> None:
         """A Cohort or ElasticQuota is gone: the one of `kind` in `namespace` (kind None:
         every object called `name`). Another object of the same name stays."""
-        shadowed = self._shadowed.get(name)
+        shadowed = self.shadowed.get(name)
         if shadowed:
             shadowed[:] = [
                 c

@@ -24,7 +24,7 @@ from quotree.decide import Decider
 from quotree.flavors import needs_flavor
 from quotree.hold import Holds
 from quotree.ledger import Ledger
-from quotree.models import FLAVOR_LABEL
+from quotree.models import FLAVOR_LABEL, STANDING_LABEL
 from quotree.placement import Placement
 from quotree.podfacts import PodFacts
 from quotree.pods import PodRecord, PodState
@@ -213,6 +213,8 @@ class PodIntake:
             # A pod that was admitted keeps its place in the in-quota order.
             seq = record.admitted_seq if record.state is PodState.ADMITTED else 0
             record.state = PodState.PENDING
+            if record.standing is None:  # what it shows: relabelled only if that is wrong
+                record.standing = facts.labels.get(STANDING_LABEL)
             self._decider.admit(record, "running without the gate", seq=seq)
         self._holds.changed((quota, *record.also), _charged_names(record))
 

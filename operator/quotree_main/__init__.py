@@ -145,6 +145,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             controller.engine, webhook_settings(config), groups=controller.inputs.book
         )
         webhooks.on_answer = METRICS.webhook
+        webhooks.admit = controller.admitter
+        webhooks.admitting = controller.admitter.active
         webhook_server.configure(settings, webhooks, WebhookCalls(kube))
     process = Process(config, kube, controller, webhooks)
     memo.quotree = process
@@ -160,7 +162,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         ),
     )
 
-    lease = LeaderLease(LeaseCalls(kube), config.namespace, config.identity, controller.set_leading)
+    lease = LeaderLease(
+        LeaseCalls(kube),
+        config.namespace,
+        config.identity,
+        lambda leading: controller.set_leading(leading, lease.previous),
+        address=config.webhook_address if controller.admitter.enabled else None,
+    )
+    if webhooks is not None:
+        webhooks.leader_address = lambda: lease.leader_address
     process.tasks.extend(
         asyncio.create_task(coro, name=name)
         for name, coro in (

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
+from quotree.create_admission import CreateAdmission
 from quotree.engine import Decisions, Eviction, PodState
 from quotree.group_rebuild import INCONSISTENT
 from quotree.models import ADMISSION_GATE
@@ -198,6 +199,12 @@ class Actuator:
             return
         if standing is not None:
             self.labels.put(key, standing)
+
+    def admitted_at_create(self, key: str, admission: CreateAdmission) -> None:
+        """A pod admitted in its creation is here (inputs.py): count it and tell it, as
+        for a gate removal."""
+        self.inputs.signals.admissions += 1
+        self._spawn(self._admitted(key, admission.message))
 
     async def _admitted(self, key: str, message: str) -> None:
         """The pod's gate is gone: count it, and tell it (within the event budget)."""

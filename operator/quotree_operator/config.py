@@ -74,6 +74,15 @@ class OperatorConfig:
     #: Objects per list request at start-up (QUOTREE_LIST_PAGE_SIZE); 0, the default: one
     #: streamed list per kind from the API server's watch cache (listing.py).
     list_page_size: int = 0
+    #: Admit a pod that fits when it is created in the webhook's answer, on the leader
+    #: (QUOTREE_ADMIT_AT_CREATE, "0": every pod is gated; create_admitter.py).
+    admit_at_create: bool = True
+    #: Seconds the room of a pod admitted at creation waits for the pod to show up
+    #: (QUOTREE_ADMIT_RESERVATION_SECONDS; docs/webhooks.md says how to choose it).
+    admit_reservation_seconds: float = 10.0
+    #: This pod's IP (POD_IP, from the downward API): where the other replicas reach its
+    #: webhooks; empty: the webhook host (local runs).
+    pod_ip: str | None = None
     #: Read the start-up pod list in a helper process (QUOTREE_LIST_READER, "0" to read it
     #: in the operator's own process; pod_reader.py).
     list_reader: bool = True
@@ -110,7 +119,20 @@ class OperatorConfig:
             maintenance=env.get("QUOTREE_MAINTENANCE", "0") not in ("0", "false", "no", ""),
             list_page_size=int(env.get("QUOTREE_LIST_PAGE_SIZE", defaults.list_page_size)),
             list_reader=env.get("QUOTREE_LIST_READER", "1") not in ("0", "false", "no", ""),
+            pod_ip=env.get("POD_IP") or None,
+            admit_at_create=env.get("QUOTREE_ADMIT_AT_CREATE", "1") not in ("0", "false", "no", ""),
+            admit_reservation_seconds=float(
+                env.get("QUOTREE_ADMIT_RESERVATION_SECONDS", defaults.admit_reservation_seconds)
+            ),
         )
+
+    @property
+    def webhook_address(self) -> str:
+        """ "host:port" where the other replicas reach this one's webhooks."""
+        host = self.pod_ip or self.webhook_host
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return f"[{host}]:{self.webhook_port}" if ":" in host else f"{host}:{self.webhook_port}"
 
     @property
     def never_gated(self) -> frozenset[str]:

@@ -23,6 +23,7 @@ from quotree_operator import loading
 from quotree_operator.actuator import Actuator
 from quotree_operator.api import KubeAPI
 from quotree_operator.config import OperatorConfig
+from quotree_operator.create_admitter import CreateAdmitter
 from quotree_operator.desired_status import StatusMemory
 from quotree_operator.in_use import CohortsInUse
 from quotree_operator.inputs import Inputs, Signals
@@ -113,6 +114,14 @@ class Controller:
         self.status_writer = StatusWriter(self.writes, self.inputs, memory, config.concurrency)
         self.pod_watch = PodWatch(kube, self.inputs.observe_pod, self.inputs.relist_pods)
         self.namespaces = NamespaceLabels(self.engine, self.writes)
+        #: The leader's admission at creation (the pod CREATE webhook asks it).
+        self.admitter = CreateAdmitter(
+            self.engine,
+            self.inputs,
+            enabled=config.admit_at_create and config.webhooks,
+            reserve_for=config.admit_reservation_seconds,
+        )
+        self.inputs.on_created = self.actuator.admitted_at_create
         self.kube = kube
         self._pods_version = ""  # resourceVersion of the pod list load() read
         self._jobs_version = ""  # and of the Job list
@@ -161,8 +170,12 @@ class Controller:
         watch = PodWatch(self.kube, groups.observe, groups.relist, what=PODGROUPS)
         await watch.run(self._pod_groups_version)
 
-    def set_leading(self, leading: bool) -> None:
-        """This replica (no longer) holds the leader Lease."""
+    def set_leading(self, leading: bool, previous: tuple[float, float] | None = None) -> None:
+        """This replica (no longer) holds the leader Lease; `previous`: the former holder's
+        last renewal (wall seconds) and its Lease's duration, when it took the Lease over
+        (create_admitter.py waits out what that holder may have admitted at creation)."""
+        if leading:
+            self.admitter.took_lead(*(previous or (None, 0.0)))
         self.signals.leading = leading
         self.signals.decided.clear()  # the status writer waits for the first decisions
         self.inputs.dirty.all()  # what another replica wrote meanwhile is compared again
@@ -184,7 +197,8 @@ class Controller:
                 async with asyncio.timeout(TICK):
                     await signals.wake.wait()
             signals.wake.clear()
-            if not signals.leading:
+            self.admitter.expire()
+            if not signals.leading or not self.admitter.deciding():
                 continue
             self.namespaces.reconcile(signals.config_changes)
             self.in_use.reconcile(signals.config_changes)

@@ -289,7 +289,6 @@ def _crd(kind: str, plural: str, short: list[str], model: type[BaseModel]) -> di
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
                     "additionalPrinterColumns": _columns(leaf),
                     "schema": {
                         "openAPIV3Schema": {

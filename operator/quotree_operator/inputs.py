@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from quotree.capacity import node_allocatable
+from quotree.create_admission import RESERVATION_ANNOTATION, CreateAdmission
 from quotree.engine import Engine, PodState
 from quotree.flavor_spec import parse_flavor
 from quotree.group_book import GroupBook
@@ -134,6 +135,9 @@ class Inputs:
         #: none is left).
         self.job_pods: dict[str, set[str]] = {}
         self._pod_jobs: dict[str, str] = {}  # pod key -> "namespace/job", for those pods
+        #: Told of each pod admitted at its creation once the cluster shows it (the
+        #: actuator's Admitted event).
+        self.on_created: Callable[[str, CreateAdmission], None] | None = None
 
     def observe_cluster_node(self, body: Mapping[str, Any], deleted: bool) -> None:
         """A Kubernetes Node was added, changed or deleted: the cluster's capacity.
@@ -213,11 +217,31 @@ class Inputs:
         newer than what the watch shows next, so only the watch or a list confirms that
         a gate removal is done.
         """
+        token = (body["metadata"].get("annotations") or {}).get(RESERVATION_ANNOTATION)
+        if token is not None and token in self.engine.created:
+            self._arrived(body, token, deleted)
+            return
         if deleted:
             self.forget_pod(pod_key(body))
             self.signals.changed()
             return
         self.take_pod(pod_entry(body), read=read)
+
+    def _arrived(self, body: Mapping[str, Any], token: str, deleted: bool) -> None:
+        """The pod of a reservation made at its creation (create_admitter.py) is here: the
+        reservation gives its room back and the pod, admitted, takes it, in one step."""
+        admission = self.engine.created.take(token)
+        assert admission is not None
+        self.dirty.add(admission.quota)
+        key = pod_key(body)
+        if deleted:
+            self.forget_pod(key)
+            self.signals.changed()
+            return
+        self.take_pod(pod_entry(body))
+        record = self.engine.pods.get(key)
+        if self.on_created is not None and record is not None:
+            self.on_created(key, admission)
 
     def take_pod(self, entry: PodEntry, *, read: bool = False) -> None:
         """A Pod added or changed, as `pod_entries.pod_entry` read it (here, or in the

@@ -21,11 +21,15 @@ from typing import Any, Protocol
 
 from quotree_operator.kube_errors import KubeError
 
-__all__ = ["LEASE_NAME", "LeaderLease", "LeaseApi", "next_lease"]
+__all__ = ["ADDRESS_ANNOTATION", "LEASE_NAME", "LeaderLease", "LeaseApi", "next_lease"]
 
 logger = logging.getLogger("quotree.operator")
 
 LEASE_NAME = "quotree-operator"
+#: Where the holder's webhooks answer ("host:port"), written on the Lease by the holder:
+#: the other replicas pass it the pod CREATE reviews, which only it may admit at creation
+#: (quotree_operator/create_admitter.py).
+ADDRESS_ANNOTATION = "quotree.io/webhook-address"
 
 
 class LeaseApi(Protocol):
@@ -53,6 +57,7 @@ def next_lease(
     identity: str,
     duration: int,
     now: datetime,
+    address: str | None = None,
 ) -> dict[str, Any] | None:
     """The Lease to write to take or renew it, or None while another holder's is valid.
 
@@ -74,6 +79,8 @@ def next_lease(
     metadata: dict[str, Any] = {"name": LEASE_NAME, "namespace": namespace}
     if lease is not None:
         metadata["resourceVersion"] = lease["metadata"]["resourceVersion"]
+    if address is not None:
+        metadata["annotations"] = {ADDRESS_ANNOTATION: address}
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
@@ -103,6 +110,7 @@ class LeaderLease:
         on_change: Callable[[bool], None],
         duration: int = 15,
         *,
+        address: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -115,6 +123,14 @@ class LeaderLease:
         self.wall = wall
         self.leading = False
         self._renewed = 0.0
+        #: When this replica last took the Lease: its former holder's last renewal (wall
+        #: seconds) and duration; None when nobody held it (create_admitter.py reads it).
+        self.previous: tuple[float, float] | None = None
+        #: This replica's webhook address, written on the Lease while it holds it.
+        self.address = address
+        #: The holder's webhook address as its Lease said when last read (None: this
+        #: replica holds it, or nobody does, or the holder did not say).
+        self.leader_address: str | None = None
 
     def _set(self, leading: bool) -> None:
         if leading != self.leading:
@@ -137,10 +153,19 @@ class LeaderLease:
             identity=self.identity,
             duration=self.duration,
             now=self.wall(),
+            address=self.address,
         )
         if body is None:
+            notes = ((lease or {}).get("metadata") or {}).get("annotations") or {}
+            self.leader_address = notes.get(ADDRESS_ANNOTATION)
             return False
+        self.leader_address = None
         await self.kube.write_lease(self.namespace, body, create=lease is None)
+        if not self.leading:
+            spec: Mapping[str, Any] = (lease or {}).get("spec") or {}
+            renewed = spec.get("renewTime") if spec.get("holderIdentity") else None
+            duration = float(spec.get("leaseDurationSeconds") or self.duration)
+            self.previous = (_parse(renewed), duration) if renewed else None
         return True
 
     async def step(self) -> float:

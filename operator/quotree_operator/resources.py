@@ -9,6 +9,7 @@ client.py owns kubernetes_asyncio) and reads a watch's stream into events.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator
@@ -17,7 +18,10 @@ from typing import Any
 from quotree.models import GROUP, VERSION
 from quotree.native_groups import POD_GROUP_API
 
-__all__ = ["call_for", "events_of"]
+__all__ = ["EVENTS_PER_TURN", "call_for", "events_of"]
+
+#: Watch events taken in between two turns of the event loop.
+EVENTS_PER_TURN = 8
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +62,11 @@ async def events_of(response: Any, what: str) -> AsyncGenerator[dict[str, Any], 
     async for chunk in response.content.iter_any():
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
-        for line in lines:
+        for index, line in enumerate(lines):
+            if index and not index % EVENTS_PER_TURN:
+                # A burst's chunk holds many events: the webhook answers waiting on this
+                # loop (admission at creation) get their turn between them.
+                await asyncio.sleep(0)
             if not line.strip():
                 continue
             try:

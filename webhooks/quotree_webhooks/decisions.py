@@ -269,12 +269,20 @@ class PodMutation:
     labels: dict[str, str | None] = field(default_factory=dict)
     #: the full list of scheduling gates to write (None: leave them alone)
     gates: list[dict[str, Any]] | None = None
-    #: annotation -> value to set (a Job's pod group size)
+    #: annotation -> value to set (a Job's pod group size; the reservation of a pod
+    #: admitted at creation)
     annotations: dict[str, str] = field(default_factory=dict)
+    #: nodeSelector entries to add (the flavor of a pod admitted at creation)
+    node_selector: dict[str, str] = field(default_factory=dict)
 
     @property
     def changes(self) -> bool:
-        return bool(self.labels) or self.gates is not None or bool(self.annotations)
+        return (
+            bool(self.labels)
+            or self.gates is not None
+            or bool(self.annotations)
+            or bool(self.node_selector)
+        )
 
 
 def review_pod_create(

@@ -24,6 +24,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from quotree_webhooks import decisions
+from quotree_webhooks.admit_at_create import Admit, admitted, as_created
 from quotree_webhooks.pod_groups import GroupLookup, job_unknown
 
 __all__ = ["answer_is_error", "json_patch", "mutate_pod"]
@@ -71,6 +72,15 @@ def json_patch(pod: Mapping[str, Any], mutation: decisions.PodMutation) -> list[
     if mutation.gates is not None:
         # "add" on an existing member replaces it (RFC 6902, 4.1).
         ops.append({"op": "add", "path": "/spec/schedulingGates", "value": mutation.gates})
+    if mutation.node_selector:
+        selector = (pod.get("spec") or {}).get("nodeSelector")
+        if not isinstance(selector, Mapping):
+            whole = dict(mutation.node_selector)
+            ops.append({"op": "add", "path": "/spec/nodeSelector", "value": whole})
+        else:
+            for key, value in sorted(mutation.node_selector.items()):
+                path = f"/spec/nodeSelector/{_pointer(key)}"
+                ops.append({"op": "add", "path": path, "value": value})
     return ops
 
 
@@ -96,11 +106,14 @@ def mutate_pod(
     never_gated: Collection[str],
     review: Mapping[str, Any],
     groups: GroupLookup | None = None,
+    admit: Admit | None = None,
 ) -> dict[str, Any] | None:
     """The AdmissionReview answer to a pod CREATE, as handlers.mutate_pod would give it.
 
     `resolver` is the engine, or the webhook process's copy of its coverage (worker.py);
-    `groups` the Jobs and pod groups (the operator's `GroupBook`, or the worker's copy).
+    `groups` the Jobs and pod groups (the operator's `GroupBook`, or the worker's copy);
+    `admit`, on the replica that decides, admits at creation a pod the answer would gate
+    (admit_at_create.py; never for a dry run, which reserves nothing).
     None: the object is not shaped like a pod, or it is the pod of a Job `groups` does not
     know yet (Kopf's path reads the Job from the API); Kopf's path answers it instead.
     """
@@ -130,6 +143,15 @@ def mutate_pod(
         return None  # a Job not seen yet: Kopf's path reads it, so the pod gets its group
     try:
         mutation = decisions.review_pod_create(resolver, pod, namespace, never_gated, groups)
+        if (
+            admit is not None
+            and mutation.denied is None
+            and mutation.gates is not None
+            and not request.get("dryRun")
+        ):
+            admission = admit(as_created(pod, mutation))
+            if admission is not None:
+                mutation = admitted(mutation, admission)
     except Exception as exc:
         what = decisions.describe_pod(pod)
         logger.exception("webhooks: %s: unexpected error", what)

@@ -147,12 +147,22 @@ class WebhookProcess:
             await write_message(writer, "config", self.config)
             await write_message(writer, "groups", book.copy())
             sent: tuple[int, int] | None = None
+            admitting = False
+            leader: str | None = None
             while True:
                 coverage = self.state.engine.coverage
                 current = (id(coverage), coverage.version)
                 if current != sent:
                     await write_message(writer, "coverage", coverage)
                     sent = current
+                now = self.state.admitting is not None and self.state.admitting()
+                if now != admitting:
+                    await write_message(writer, "admit", now)
+                    admitting = now
+                where = self.state.leader_address() if self.state.leader_address else None
+                if where != leader:
+                    await write_message(writer, "leader", where)
+                    leader = where
                 if book.changed:
                     await write_message(writer, "group-changes", *book.take_changes())
                 await asyncio.sleep(SYNC_INTERVAL)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from quotree import Engine
 from quotree.group_book import GroupBook
+from quotree_webhooks.admit_at_create import Admit
 from quotree_webhooks.decisions import RecentlyAllowed
 
 __all__ = ["WebhookApi", "WebhookSettings", "WebhookState", "state_from_memo"]
@@ -83,6 +84,13 @@ class WebhookState:
     #: The Jobs and pod-group declarations the operator keeps (only read here, and copied
     #: to the webhook process).
     groups: GroupBook = field(default_factory=GroupBook)
+    #: The leader's admission at creation (admit_at_create.py), and whether it admits now
+    #: (the webhook process passes the pod CREATE reviews on to it while it does).
+    admit: Admit | None = None
+    admitting: Callable[[], bool] | None = None
+    #: Where the replica that admits at creation answers ("host:port"; None: unknown or
+    #: this one): the webhook process passes it the pod CREATE reviews.
+    leader_address: Callable[[], str | None] | None = None
 
 
 def state_from_memo(memo: object) -> WebhookState | None:

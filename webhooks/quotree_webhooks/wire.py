@@ -12,6 +12,8 @@ operator -> worker
   ("coverage", Coverage)              the engine's namespace -> quota coverage, when it changed
   ("group-changes", jobs, groups)     what changed in the GroupBook since (GroupBook.apply)
   ("reload-certs",)                   the serving certificate files were renewed
+  ("admit", bool)                     the operator admits at creation now (it leads)
+  ("leader", "host:port" | None)      where the replica that admits at creation answers
 
 worker -> operator
   ("serving",)                        the HTTPS listener is up
@@ -48,6 +50,9 @@ class WorkerConfig:
     #: answers every request the worker does not: the quota-object and pod UPDATE reviews.
     upstream: str
     log_level: str = "INFO"
+    #: The webhook CA (tls.Pki's): the leader's certificate, when pod CREATE reviews are
+    #: passed to it, is checked against it.
+    cafile: str = ""
 
 
 async def write_message(writer: asyncio.StreamWriter, *message: Any) -> None:

@@ -12,6 +12,12 @@ operator's engine uses, over a copy of the engine's `Coverage` (namespace -> the
 covering it: all `Engine.resolve` reads) and of the operator's `GroupBook` (the Jobs and
 what each pod group declared: a Job's pods get their group, a pod that disagrees with
 its group is refused), which the operator sends whenever they change.
+Admission at creation (admit_at_create.py): while the operator leads, it answers the pod
+CREATE reviews itself (this process passes them to its listener); while another replica
+leads, they are passed to that replica's webhook process (its address is on the Lease),
+which passes them to its operator. A review passed on is never passed on again, and one
+that gets no answer in time is answered here, the pod gated: a pod is only ever admitted
+at creation by the Lease holder's engine.
 Everything else (Cohort and ElasticQuota reviews, which read the whole tree, the pods
 admitted and recently allowed objects; pod UPDATE and namespace reviews; a review Kopf
 must answer because its object is malformed) is passed, as received, to the operator's
@@ -44,7 +50,7 @@ import aiohttp.web
 from quotree.group_book import GroupBook
 from quotree.resolution import Coverage
 from quotree_webhooks import fastpath
-from quotree_webhooks.configurations import METRIC_WEBHOOKS, PODS_MUTATE
+from quotree_webhooks.configurations import ADMIT_PATH, METRIC_WEBHOOKS, PODS_MUTATE
 from quotree_webhooks.wire import WorkerConfig, read_message, write_message
 
 __all__ = ["Worker", "main"]
@@ -55,6 +61,16 @@ logger = logging.getLogger("quotree.webhooks")
 REPORT_INTERVAL = 0.25
 #: The operator's listener must answer within the API server's webhook timeout.
 UPSTREAM_TIMEOUT = 10.0
+#: ... and a pod CREATE passed on for admission at creation well within it (5 s, the
+#: Fail webhook's; 2 s, the unlabelled namespaces'): else this process gates the pod.
+ADMIT_TIMEOUT = 1.0
+#: A pod CREATE passed on to the replica that admits at creation: its answer within this
+#: long (its own passing on to its operator included), else this process gates the pod.
+LEADER_TIMEOUT = 1.5
+#: After the leader did not answer, seconds this process gates pods before asking again.
+LEADER_RETRY = 2.0
+#: The header on a review passed on to the leader: it is never passed on again.
+PASSED_ON = "X-Quotree-Passed-On"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -79,6 +95,13 @@ class Worker:
         self.groups = GroupBook()
         self.context: ssl.SSLContext | None = None
         self.answers: list[tuple[str, float, bool]] = []
+        #: The operator admits at creation now (it leads): pod CREATE reviews go to it.
+        self.admitting = False
+        #: Where the replica that admits at creation answers, when it is another one.
+        self.leader: str | None = None
+        self.leader_session: aiohttp.ClientSession | None = None
+        #: While the leader did not answer: pods are gated here until then (monotonic).
+        self.leader_down_until = 0.0
         self.session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ requests
@@ -90,7 +113,16 @@ class Worker:
         try:
             body = await request.read()
             response = None
-            if webhook == PODS_MUTATE:
+            if webhook == PODS_MUTATE and self.admitting:
+                response = await self.admit(body)
+            elif (
+                webhook == PODS_MUTATE
+                and self.leader
+                and PASSED_ON not in request.headers
+                and time.monotonic() >= self.leader_down_until
+            ):
+                response = await self.ask_leader(self.leader, body)
+            if webhook == PODS_MUTATE and response is None:
                 response = self.mutate(body)
             if response is None:
                 response = await self.forward(request, body)
@@ -116,6 +148,63 @@ class Worker:
         return aiohttp.web.Response(
             body=json.dumps(answer).encode(), content_type="application/json"
         )
+
+    async def admit(self, body: bytes) -> aiohttp.web.Response | None:
+        """The pod CREATE review answered by the operator, which admits a pod that fits at
+        its creation (admit_at_create.py); None when it does not answer in time: this
+        process answers, gating the pod."""
+        assert self.session is not None
+        headers = {"Content-Type": "application/json"}
+        try:
+            async with self.session.post(
+                f"http://quotree{ADMIT_PATH}",
+                data=body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=ADMIT_TIMEOUT),
+            ) as upstream:
+                if upstream.status != 200:
+                    return None
+                return aiohttp.web.Response(
+                    body=await upstream.read(), content_type=upstream.content_type
+                )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            logger.warning("webhooks: the operator did not admit at creation: %s", exc)
+            return None
+
+    async def ask_leader(self, address: str, body: bytes) -> aiohttp.web.Response | None:
+        """The pod CREATE review answered by the replica that admits at creation (the
+        Lease holder, at `address`); None when it does not answer in time: this process
+        answers, gating the pod. Its certificate is checked against the webhook CA (the
+        replicas share it), not against a host name: it is reached by its pod's IP."""
+        assert self.config is not None
+        if self.leader_session is None:
+            context = ssl.create_default_context(cafile=self.config.cafile or None)
+            context.check_hostname = False
+            self.leader_session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=context),
+                timeout=aiohttp.ClientTimeout(total=LEADER_TIMEOUT),
+            )
+        headers = {"Content-Type": "application/json", PASSED_ON: "1"}
+        try:
+            async with self.leader_session.post(
+                f"https://{address}/{PODS_MUTATE}", data=body, headers=headers
+            ) as answer:
+                if answer.status != 200:
+                    return None
+                return aiohttp.web.Response(
+                    body=await answer.read(), content_type=answer.content_type
+                )
+        except (aiohttp.ClientError, TimeoutError, ssl.SSLError) as exc:
+            if time.monotonic() >= self.leader_down_until:
+                logger.warning(
+                    "webhooks: the leader at %s did not answer (%s); gating pods here for "
+                    "%.0fs before asking it again",
+                    address,
+                    exc,
+                    LEADER_RETRY,
+                )
+            self.leader_down_until = time.monotonic() + LEADER_RETRY
+            return None
 
     async def forward(self, request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
         """Pass a review to the operator's own listener and return its answer."""
@@ -194,6 +283,11 @@ class Worker:
                     logging.getLogger("quotree").setLevel(self.config.log_level)
                 elif kind == "groups":
                     self.groups = message[1]
+                elif kind == "admit":
+                    self.admitting = bool(message[1])
+                elif kind == "leader":
+                    self.leader = message[1]
+                    self.leader_down_until = 0.0
                 elif kind == "group-changes":
                     self.groups.apply(message[1], message[2])
                 elif kind == "coverage":
@@ -209,6 +303,8 @@ class Worker:
                 reporter.cancel()
             if self.session is not None:
                 await self.session.close()
+            if self.leader_session is not None:
+                await self.leader_session.close()
 
 
 async def _main(fd: int) -> None:

@@ -162,3 +162,28 @@ def test_next_lease_is_pure_and_sends_back_the_version_read() -> None:
     assert created is not None
     assert "resourceVersion" not in created["metadata"]
     assert created["spec"]["leaseTransitions"] == 1
+
+
+def test_the_holder_says_where_its_webhooks_answer_and_when_it_last_renewed() -> None:
+    """Admission at creation: a standby learns the holder's webhook address from the Lease;
+    a replica taking the Lease over learns the former holder's last renewal."""
+    api, clock = FakeLeases(), Clock()
+    leader = LeaderLease(
+        api, NAMESPACE, "a", [].append, DURATION, address="10.0.0.1:9443",
+        clock=clock.monotonic, wall=clock.wall,
+    )  # fmt: skip
+    standby = LeaderLease(
+        api, NAMESPACE, "b", [].append, DURATION, address="10.0.0.2:9443",
+        clock=clock.monotonic, wall=clock.wall,
+    )  # fmt: skip
+    asyncio.run(leader.step())
+    assert leader.leading
+    assert leader.previous is None  # nobody held it before
+    asyncio.run(standby.step())
+    assert not standby.leading
+    assert standby.leader_address == "10.0.0.1:9443"
+    clock.seconds = DURATION + 1.0  # the holder stopped renewing at 0 s
+    asyncio.run(standby.step())
+    assert standby.leading
+    assert standby.leader_address is None
+    assert standby.previous == (START.timestamp(), DURATION)
