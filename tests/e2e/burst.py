@@ -287,11 +287,17 @@ class Burst:
         """
         for kind, name in (("namespace", self.ns), ("cohort", self.top)):
             cluster.kubectl("delete", kind, name, "--wait=false", "--ignore-not-found", check=False)
+
+        def gone() -> bool:
+            if cluster.kubectl("get", "namespace", self.ns, check=False).returncode == 0:
+                return False
+            # Its children are gone with the namespace: the in-use finalizer has nothing left
+            # to hold, and the operator that would take it off may be stopped by now.
+            k.without_in_use(self.top)
+            return cluster.kubectl("get", "cohort", self.top, check=False).returncode != 0
+
         cluster.wait_until(
-            lambda: all(
-                cluster.kubectl("get", kind, name, check=False).returncode != 0
-                for kind, name in (("namespace", self.ns), ("cohort", self.top))
-            ),
+            gone,
             timeout,
             f"namespace {self.ns} and Cohort {self.top} deleted",
             interval=1,
