@@ -327,7 +327,7 @@ class Kube(Lists):
         if not body:
             return
         plural = "cohorts" if kind == "Cohort" else "elasticquotas"
-        call = self._merge_patch(namespace, plural, name, body)
+        call = self._patch(namespace, plural, name, body, _MERGE_PATCH)
         await self.discard(f"{kind} {name}: status", call)
 
     async def patch_finalizers(
@@ -342,20 +342,15 @@ class Kube(Lists):
         (bodies.finalizers_patch; a 422 when they are not)."""
         plural = "cohorts" if kind == "Cohort" else "elasticquotas"
         ops = bodies.finalizers_patch(before, after)
-        options = {"_content_type": _JSON_PATCH, "_preload_content": False}
-        api = self.custom
-        if namespace:
-            call = api.patch_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name, ops, **options
-            )
-        else:
-            call = api.patch_cluster_custom_object(GROUP, VERSION, plural, name, ops, **options)
+        call = self._patch(namespace, plural, name, ops, _JSON_PATCH)
         await self.discard(f"{kind} {name}: finalizers", call)
 
-    def _merge_patch(self, namespace: str | None, plural: str, name: str, body: Any) -> Any:
-        """The merge-patch call for a namespaced or cluster-scoped object."""
+    def _patch(
+        self, namespace: str | None, plural: str, name: str, body: Any, content_type: str
+    ) -> Any:
+        """The patch call (merge or JSON patch) for a namespaced or cluster-scoped object."""
         api = self.custom
-        options = {"_content_type": _MERGE_PATCH, "_preload_content": False}
+        options = {"_content_type": content_type, "_preload_content": False}
         if namespace:
             return api.patch_namespaced_custom_object(
                 GROUP, VERSION, namespace, plural, name, body, **options
