@@ -78,6 +78,59 @@ def _tree() -> str:
     return "\n---\n".join(docs)
 
 
+#: Which process is which, by a word of its command line (the first that matches).
+_PROCESSES = (
+    ("quotree_webhooks.worker", "webhook process"),
+    ("quotree_main", "operator"),
+    ("bench_kueue_shape", "benchmark client"),
+    ("kube-apiserver", "kube-apiserver"),
+    ("etcd", "etcd"),
+    ("kube-scheduler", "kube-scheduler"),
+    ("kube-controller-manager", "kube-controller-manager"),
+    ("kwok", "kwok"),
+)
+
+
+def _cpu() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each process of `_PROCESSES`, summed
+    per name, and by everything else on the machine ("other", from /proc/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = next((n for word, n in _PROCESSES if word in cmdline), None)
+        if name is not None:
+            used[name] = used.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    total = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    busy = sum(int(v) for i, v in enumerate(total[:8]) if i not in (3, 4)) / tick
+    used["other"] = busy - sum(used.values())
+    return used
+
+
+async def _requests(api: Api) -> dict[str, float]:
+    """The API server's requests so far, by verb and resource (its /metrics)."""
+    async with api.session.get(api.base + "/metrics") as response:
+        text = await response.text()
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(
+            part.split("=", 1) for part in line[line.index("{") + 1 : line.rindex("}")].split(",")
+        )
+        sub = labels.get("subresource", '""').strip('"')
+        key = f"{labels['verb'].strip(chr(34))} {labels['resource'].strip(chr(34))}"
+        key += f"/{sub}" if sub else ""
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
 def _pod(ns: str, name: str, tag: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -136,6 +189,8 @@ async def _round(api: Api, side: str, tag: str, n: int) -> dict[str, float]:
     watcher = asyncio.create_task(_watch(api, tag, n, ungated, bound))
     await asyncio.sleep(0.5)  # the watch is open before the first pod
     names = iter(range(n))
+    cpu_before = _cpu()
+    requests_before = await _requests(api)
 
     async def worker() -> None:
         for i in names:
@@ -149,6 +204,10 @@ async def _round(api: Api, side: str, tag: str, n: int) -> dict[str, float]:
     await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
     created_at = time.monotonic()
     await asyncio.wait_for(watcher, timeout=600)
+    cpu_after = _cpu()
+    requests = await _requests(api)
+    for key, count in requests_before.items():
+        requests[key] -= count
     to_gate = sorted(ungated[k] - created[k] for k in created)
     to_bound = sorted(bound[k] - created[k] for k in created)
 
@@ -163,6 +222,11 @@ async def _round(api: Api, side: str, tag: str, n: int) -> dict[str, float]:
         "gate_p99": pct(to_gate, 0.99),
         "bound_p50": pct(to_bound, 0.5),
         "bound_p99": pct(to_bound, 0.99),
+        **{
+            f"cpu_ms_per_pod {name}": 1000 * (cpu_after[name] - cpu_before.get(name, 0.0)) / n
+            for name in cpu_after
+        },
+        **{f"requests {key}": count for key, count in sorted(requests.items()) if count >= 1},
     }
 
 
@@ -287,6 +351,19 @@ def report(results: dict[str, list[dict[str, float]]], n: int, rounds: int) -> N
     for label, mine, theirs in rows:
         q, b = med("quotree", mine), med("baseline", theirs)
         print(f"| {label} | {q:.2f} | {b:.2f} | {q / b:.2f} |")
+    names = sorted(
+        {
+            k
+            for r in results["quotree"] + results["baseline"]
+            for k in r
+            if k.startswith("cpu_ms_per_pod ")
+        }
+    )
+    for key in names:
+        q = statistics.median(r.get(key, 0.0) for r in results["quotree"])
+        b = statistics.median(r.get(key, 0.0) for r in results["baseline"])
+        ratio = f"{q / b:.2f}" if b > 0.05 else ""
+        print(f"| CPU ms per pod, {key.split(' ', 1)[1]} | {q:.2f} | {b:.2f} | {ratio} |")
     print(
         f"| creation -> gate removal p50 / p99 s | {med('quotree', 'gate_p50'):.3f} / "
         f"{med('quotree', 'gate_p99'):.3f} | (no gate) | |"

@@ -44,7 +44,6 @@ from quotree import ADMISSION_GATE
 from quotree.models import MANAGED_LABEL
 
 __all__ = [
-    "ADMIT_PATH",
     "COHORTS_VALIDATE",
     "CONFIGURATION_NAME",
     "ELASTICQUOTAS_VALIDATE",
@@ -71,9 +70,6 @@ LOCAL_CONFIGURATION_NAME = "local.quotree.io"
 PODS_MUTATE = "pods-mutate"
 #: The second mutating webhook (unlabelled namespaces); served by the PODS_MUTATE handler.
 PODS_MUTATE_UNLABELLED = "pods-mutate-unlabelled"
-#: Where the webhook process passes a pod CREATE review on to the operator while it admits
-#: at creation (admit_at_create.py): the operator's own listener, never the API server's.
-ADMIT_PATH = "/admit-at-create/" + PODS_MUTATE
 PODS_VALIDATE = "pods-validate"
 #: The second validating pod webhook (unlabelled namespaces); served by PODS_VALIDATE.
 PODS_VALIDATE_UNLABELLED = "pods-validate-unlabelled"

@@ -21,13 +21,24 @@ import base64
 import json
 import logging
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from quotree_webhooks import decisions
 from quotree_webhooks.admit_at_create import Admit, admitted, as_created
 from quotree_webhooks.pod_groups import GroupLookup, job_unknown
 
-__all__ = ["answer_is_error", "json_patch", "mutate_pod"]
+__all__ = [
+    "PodReview",
+    "answer_is_error",
+    "decide",
+    "failed",
+    "finish",
+    "json_patch",
+    "mutate_pod",
+    "read_review",
+    "wants_admission",
+]
 
 logger = logging.getLogger("quotree.webhooks")
 
@@ -101,22 +112,21 @@ def answer_is_error(status: int, body: bytes | bytearray | None) -> bool:
     return isinstance(code, int) and (code == 400 or code >= 500)
 
 
-def mutate_pod(
-    resolver: decisions.Resolver,
-    never_gated: Collection[str],
-    review: Mapping[str, Any],
-    groups: GroupLookup | None = None,
-    admit: Admit | None = None,
-) -> dict[str, Any] | None:
-    """The AdmissionReview answer to a pod CREATE, as handlers.mutate_pod would give it.
+@dataclass(frozen=True, slots=True)
+class PodReview:
+    """A pod CREATE review, read: the pod, its namespace and the answer being made."""
 
-    `resolver` is the engine, or the webhook process's copy of its coverage (worker.py);
-    `groups` the Jobs and pod groups (the operator's `GroupBook`, or the worker's copy);
-    `admit`, on the replica that decides, admits at creation a pod the answer would gate
-    (admit_at_create.py; never for a dry run, which reserves nothing).
-    None: the object is not shaped like a pod, or it is the pod of a Job `groups` does not
-    know yet (Kopf's path reads the Job from the API); Kopf's path answers it instead.
-    """
+    pod: Mapping[str, Any]
+    namespace: str
+    dry_run: bool
+    #: The AdmissionReview answer (allowed, no patch yet) and its `response` map.
+    answer: dict[str, Any]
+    response: dict[str, Any]
+
+
+def read_review(review: Mapping[str, Any]) -> PodReview | None:
+    """The review's pod and the answer's frame; None: the object is not shaped like a pod
+    (Kopf's path answers it, server.py)."""
     request = review.get("request")
     if not isinstance(request, Mapping):
         return None
@@ -137,37 +147,93 @@ def mutate_pod(
         "response": response,
     }
     namespace = str(metadata.get("namespace") or "")
-    if not namespace:
-        return answer  # as handlers._mutate: nothing to decide without it
-    if groups is not None and job_unknown(groups, pod, namespace) is not None:
-        return None  # a Job not seen yet: Kopf's path reads it, so the pod gets its group
-    try:
-        mutation = decisions.review_pod_create(resolver, pod, namespace, never_gated, groups)
-        if (
-            admit is not None
-            and mutation.denied is None
-            and mutation.gates is not None
-            and not request.get("dryRun")
-        ):
-            admission = admit(as_created(pod, mutation))
-            if admission is not None:
-                mutation = admitted(mutation, admission)
-    except Exception as exc:
-        what = decisions.describe_pod(pod)
-        logger.exception("webhooks: %s: unexpected error", what)
-        response["allowed"] = False
-        response["status"] = {
-            "code": FAILED,
-            "message": f"{what}: quotree could not decide ({type(exc).__name__}); "
-            "see the quotree operator's log",
-        }
-        return answer
+    return PodReview(pod, namespace, bool(request.get("dryRun")), answer, response)
+
+
+def wants_admission(mutation: decisions.PodMutation) -> bool:
+    """The answer would hold the pod behind the gate: admission at creation may let it in."""
+    return mutation.denied is None and mutation.gates is not None
+
+
+def decide(
+    resolver: decisions.Resolver,
+    never_gated: Collection[str],
+    pod: Mapping[str, Any],
+    namespace: str,
+    groups: GroupLookup | None = None,
+    *,
+    admit: Admit | None = None,
+) -> decisions.PodMutation:
+    """What the pod's CREATE changes (decisions.review_pod_create); with `admit`, on the
+    replica that decides, a pod the answer would gate is admitted at creation if it fits
+    now (admit_at_create.py). The caller leaves `admit` out for a dry run."""
+    mutation = decisions.review_pod_create(resolver, pod, namespace, never_gated, groups)
+    if admit is not None and wants_admission(mutation):
+        admission = admit(as_created(pod, mutation))
+        if admission is not None:
+            mutation = admitted(mutation, admission)
+    return mutation
+
+
+def failed(review: PodReview, exc: Exception) -> dict[str, Any]:
+    """The answer when deciding raised: refused, pointing at the operator's log."""
+    what = decisions.describe_pod(review.pod)
+    logger.error("webhooks: %s: unexpected error", what, exc_info=exc)
+    review.response["allowed"] = False
+    review.response["status"] = {
+        "code": FAILED,
+        "message": f"{what}: quotree could not decide ({type(exc).__name__}); "
+        "see the quotree operator's log",
+    }
+    return review.answer
+
+
+def finish(review: PodReview, mutation: decisions.PodMutation) -> dict[str, Any]:
+    """The AdmissionReview answer that applies `mutation`: a denial, or a JSON patch."""
+    response = review.response
     if mutation.denied is not None:
         response["allowed"] = False
         response["status"] = {"code": DENIED, "message": mutation.denied}
-        return answer
-    ops = json_patch(pod, mutation)
+        return review.answer
+    ops = json_patch(review.pod, mutation)
     if ops:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode("ascii")
-    return answer
+    return review.answer
+
+
+def mutate_pod(
+    resolver: decisions.Resolver,
+    never_gated: Collection[str],
+    review: Mapping[str, Any],
+    groups: GroupLookup | None = None,
+    admit: Admit | None = None,
+) -> dict[str, Any] | None:
+    """The AdmissionReview answer to a pod CREATE, as handlers.mutate_pod would give it.
+
+    `resolver` is the engine, or the webhook process's copy of its coverage (worker.py);
+    `groups` the Jobs and pod groups (the operator's `GroupBook`, or the worker's copy);
+    `admit`, on the replica that decides, admits at creation a pod the answer would gate
+    (admit_at_create.py; never for a dry run, which reserves nothing).
+    None: the object is not shaped like a pod, or it is the pod of a Job `groups` does not
+    know yet (Kopf's path reads the Job from the API); Kopf's path answers it instead.
+    """
+    read = read_review(review)
+    if read is None:
+        return None
+    if not read.namespace:
+        return read.answer  # as handlers._mutate: nothing to decide without it
+    if groups is not None and job_unknown(groups, read.pod, read.namespace) is not None:
+        return None  # a Job not seen yet: Kopf's path reads it, so the pod gets its group
+    try:
+        mutation = decide(
+            resolver,
+            never_gated,
+            read.pod,
+            read.namespace,
+            groups,
+            admit=None if read.dry_run else admit,
+        )
+    except Exception as exc:
+        return failed(read, exc)
+    return finish(read, mutation)

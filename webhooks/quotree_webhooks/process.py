@@ -27,8 +27,12 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from contextlib import suppress
+from typing import Any
 
+from quotree_webhooks import fastpath
+from quotree_webhooks.decisions import PodMutation
 from quotree_webhooks.settings import WebhookState
 from quotree_webhooks.wire import WorkerConfig, read_message, write_message
 
@@ -118,7 +122,7 @@ class WebhookProcess:
         self._writer = writer
         tasks = [
             asyncio.create_task(self._feed(writer)),
-            asyncio.create_task(self._listen(reader)),
+            asyncio.create_task(self._listen(reader, writer)),
         ]
         try:
             await proc.wait()
@@ -169,7 +173,7 @@ class WebhookProcess:
         except (OSError, RuntimeError):
             return  # the worker is gone; run() sees it exit
 
-    async def _listen(self, reader: asyncio.StreamReader) -> None:
+    async def _listen(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         report = self.state.on_answer
         try:
             while True:
@@ -179,5 +183,32 @@ class WebhookProcess:
                 elif message[0] == "answers" and report is not None:
                     for webhook, seconds, error in message[1]:
                         report(webhook, seconds, error)
+                elif message[0] == "admit-at-create":
+                    answers = [
+                        (rid, self.decide(ns, pod, until)) for rid, ns, pod, until in message[1]
+                    ]
+                    await write_message(writer, "admitted", answers)
         except (asyncio.IncompleteReadError, OSError, ValueError):
             return
+
+    def decide(self, namespace: str, pod: Mapping[str, Any], until: float) -> PodMutation | None:
+        """A pod CREATE the worker would gate, decided by the engine, which admits it if it
+        fits now (admit_at_create.py); None once the worker stopped waiting (`until`, on
+        the monotonic clock both processes share): it reserves nothing and the worker gates
+        the pod. An unexpected error is logged and None too: the pod is created gated, and
+        the decision loop takes it in as any other."""
+        if time.monotonic() >= until:
+            return None
+        state = self.state
+        try:
+            return fastpath.decide(
+                state.engine,
+                self.config.never_gated,
+                pod,
+                namespace,
+                state.groups,
+                admit=state.admit,
+            )
+        except Exception:
+            logger.exception("webhooks: admission at creation of a pod in %s failed", namespace)
+            return None

@@ -40,9 +40,9 @@ from typing import Any
 import aiohttp.web
 import kopf
 
-from quotree_webhooks import fastpath, tls
+from quotree_webhooks import tls
 from quotree_webhooks.cert_secret import sync_from_secret
-from quotree_webhooks.configurations import ADMIT_PATH, build_configurations
+from quotree_webhooks.configurations import build_configurations
 from quotree_webhooks.process import WebhookProcess
 from quotree_webhooks.settings import WebhookApi, WebhookSettings, WebhookState
 from quotree_webhooks.wire import WorkerConfig
@@ -151,20 +151,6 @@ class QuotreeWebhookServer(kopf.WebhookServer):
             )
         return response
 
-    def _admit_at_create(self, body: bytes) -> dict[str, Any] | None:
-        """The pod CREATE review, answered with the engine and its admission at creation
-        (admit_at_create.py); None: not shaped like a pod, Kopf's path answers it."""
-        try:
-            review = json.loads(body)
-        except ValueError:
-            return None
-        if not isinstance(review, dict):
-            return None
-        state = self.state
-        return fastpath.mutate_pod(
-            state.engine, self.settings.never_gated, review, state.groups, admit=state.admit
-        )
-
     def _client_config(self) -> dict[str, Any]:
         ca_bundle = base64.b64encode(Path(str(self.cafile)).read_bytes()).decode()
         if self.settings.service:
@@ -252,21 +238,10 @@ class QuotreeWebhookServer(kopf.WebhookServer):
         async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
             return await QuotreeWebhookServer._answer(fn, request)
 
-        async def admit(request: aiohttp.web.Request) -> aiohttp.web.Response:
-            answer = self._admit_at_create(await request.read())
-            if answer is None:
-                return await QuotreeWebhookServer._answer(fn, request)
-            return aiohttp.web.json_response(answer)
-
         # The reviews the webhook process passes on; it counts them in the metrics.
         upstream = f"\0quotree-webhooks-{os.getpid()}-{secrets.token_hex(6)}"
         app = aiohttp.web.Application()
-        app.add_routes(
-            [
-                aiohttp.web.post(ADMIT_PATH, admit),
-                aiohttp.web.post("/{id:.*}", serve),
-            ]
-        )
+        app.add_routes([aiohttp.web.post("/{id:.*}", serve)])
         runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()
         tasks: list[asyncio.Task[None]] = []

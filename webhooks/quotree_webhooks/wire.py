@@ -14,10 +14,17 @@ operator -> worker
   ("reload-certs",)                   the serving certificate files were renewed
   ("admit", bool)                     the operator admits at creation now (it leads)
   ("leader", "host:port" | None)      where the replica that admits at creation answers
+  ("admitted", [(id, PodMutation | None)])
+                                      the engine's decisions on the pods asked (None:
+                                      asked too late, or it failed: the pod is gated)
 
 worker -> operator
   ("serving",)                        the HTTPS listener is up
   ("answers", [(webhook, s, error)])  requests answered since the last batch (the metrics)
+  ("admit-at-create", [(id, namespace, pod, until)])
+                                      pod CREATEs it would gate, for the leader's engine to
+                                      decide and admit if they fit (no answer after
+                                      `until`, on the machine's monotonic clock)
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_MESSAGE", "WorkerConfig", "read_message", "write_message"]
+__all__ = ["MAX_MESSAGE", "WorkerConfig", "read_message", "send_message", "write_message"]
 
 _LENGTH = struct.Struct(">I")
 #: A message larger than this is a broken channel, not a message.
@@ -55,9 +62,14 @@ class WorkerConfig:
     cafile: str = ""
 
 
-async def write_message(writer: asyncio.StreamWriter, *message: Any) -> None:
+def send_message(writer: asyncio.StreamWriter, *message: Any) -> None:
+    """Queue one message whole (for a caller that cannot wait: see `write_message`)."""
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     writer.write(_LENGTH.pack(len(data)) + data)
+
+
+async def write_message(writer: asyncio.StreamWriter, *message: Any) -> None:
+    send_message(writer, *message)
     await writer.drain()
 
 

@@ -12,12 +12,14 @@ operator's engine uses, over a copy of the engine's `Coverage` (namespace -> the
 covering it: all `Engine.resolve` reads) and of the operator's `GroupBook` (the Jobs and
 what each pod group declared: a Job's pods get their group, a pod that disagrees with
 its group is refused), which the operator sends whenever they change.
-Admission at creation (admit_at_create.py): while the operator leads, it answers the pod
-CREATE reviews itself (this process passes them to its listener); while another replica
-leads, they are passed to that replica's webhook process (its address is on the Lease),
-which passes them to its operator. A review passed on is never passed on again, and one
-that gets no answer in time is answered here, the pod gated: a pod is only ever admitted
-at creation by the Lease holder's engine.
+Admission at creation (admit_at_create.py): while the operator leads, this process still
+decides each pod CREATE from its copies, and asks the operator's engine (over the channel,
+the questions of one turn of its loop in one message) about the pods it would gate; the
+engine decides again and admits a pod that fits now. Pods no quota covers, and dry runs,
+are never asked. While another replica leads, the reviews are passed to that replica's
+webhook process (its address is on the Lease), which does the same with its operator. A
+review passed on is never passed on again, and one that gets no answer in time is answered
+here, the pod gated: a pod is only ever admitted at creation by the Lease holder's engine.
 Everything else (Cohort and ElasticQuota reviews, which read the whole tree, the pods
 admitted and recently allowed objects; pod UPDATE and namespace reviews; a review Kopf
 must answer because its object is malformed) is passed, as received, to the operator's
@@ -43,6 +45,8 @@ import socket
 import ssl
 import sys
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 import aiohttp.web
@@ -50,8 +54,10 @@ import aiohttp.web
 from quotree.group_book import GroupBook
 from quotree.resolution import Coverage
 from quotree_webhooks import fastpath
-from quotree_webhooks.configurations import ADMIT_PATH, METRIC_WEBHOOKS, PODS_MUTATE
-from quotree_webhooks.wire import WorkerConfig, read_message, write_message
+from quotree_webhooks.configurations import METRIC_WEBHOOKS, PODS_MUTATE
+from quotree_webhooks.decisions import PodMutation
+from quotree_webhooks.pod_groups import job_unknown
+from quotree_webhooks.wire import WorkerConfig, read_message, send_message, write_message
 
 __all__ = ["Worker", "main"]
 
@@ -61,8 +67,8 @@ logger = logging.getLogger("quotree.webhooks")
 REPORT_INTERVAL = 0.25
 #: The operator's listener must answer within the API server's webhook timeout.
 UPSTREAM_TIMEOUT = 10.0
-#: ... and a pod CREATE passed on for admission at creation well within it (5 s, the
-#: Fail webhook's; 2 s, the unlabelled namespaces'): else this process gates the pod.
+#: ... and the engine's decision on a pod asked for admission at creation well within it
+#: (5 s, the Fail webhook's; 2 s, the unlabelled namespaces'): else this process gates it.
 ADMIT_TIMEOUT = 1.0
 #: A pod CREATE passed on to the replica that admits at creation: its answer within this
 #: long (its own passing on to its operator included), else this process gates the pod.
@@ -102,6 +108,10 @@ class Worker:
         self.leader_session: aiohttp.ClientSession | None = None
         #: While the leader did not answer: pods are gated here until then (monotonic).
         self.leader_down_until = 0.0
+        #: Pods asked of the operator (ask_operator): to send this turn, and unanswered.
+        self.questions: list[tuple[int, str, Mapping[str, Any], float]] = []
+        self.waiting: dict[int, asyncio.Future[PodMutation | None]] = {}
+        self.asked = 0
         self.session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ requests
@@ -150,26 +160,79 @@ class Worker:
         )
 
     async def admit(self, body: bytes) -> aiohttp.web.Response | None:
-        """The pod CREATE review answered by the operator, which admits a pod that fits at
-        its creation (admit_at_create.py); None when it does not answer in time: this
-        process answers, gating the pod."""
-        assert self.session is not None
-        headers = {"Content-Type": "application/json"}
+        """The pod CREATE review while the operator admits at creation (admit_at_create.py).
+        Decided here first, from the copies; a pod that would be gated (and is not a dry
+        run) is asked of the operator, whose engine decides again and admits it if it fits
+        now. Without its answer in time the pod is gated here. None: Kopf's path answers."""
+        assert self.config is not None
+        assert self.coverage is not None
         try:
-            async with self.session.post(
-                f"http://quotree{ADMIT_PATH}",
-                data=body,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=ADMIT_TIMEOUT),
-            ) as upstream:
-                if upstream.status != 200:
-                    return None
-                return aiohttp.web.Response(
-                    body=await upstream.read(), content_type=upstream.content_type
-                )
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            logger.warning("webhooks: the operator did not admit at creation: %s", exc)
+            review = json.loads(body)
+        except ValueError:
             return None
+        if not isinstance(review, dict):
+            return None
+        read = fastpath.read_review(review)
+        if read is None:
+            return None
+        if not read.namespace:
+            return self.respond(read.answer)
+        if job_unknown(self.groups, read.pod, read.namespace) is not None:
+            return None  # a Job not seen yet: Kopf's path reads it
+        try:
+            mutation = fastpath.decide(
+                self.coverage, self.config.never_gated, read.pod, read.namespace, self.groups
+            )
+        except Exception as exc:
+            return self.respond(fastpath.failed(read, exc))
+        if fastpath.wants_admission(mutation) and not read.dry_run:
+            decided = await self.ask_operator(read.namespace, read.pod)
+            if decided is not None:
+                mutation = decided
+        return self.respond(fastpath.finish(read, mutation))
+
+    @staticmethod
+    def respond(answer: dict[str, Any]) -> aiohttp.web.Response:
+        return aiohttp.web.Response(
+            body=json.dumps(answer).encode(), content_type="application/json"
+        )
+
+    async def ask_operator(self, namespace: str, pod: Mapping[str, Any]) -> PodMutation | None:
+        """The operator's decision on a pod this process would gate; None when it does not
+        come within ADMIT_TIMEOUT. The questions asked in one turn of the loop go in one
+        message, and their answers come back in one (`flush`, `answered`)."""
+        loop = asyncio.get_running_loop()
+        self.asked += 1
+        rid = self.asked
+        future: asyncio.Future[PodMutation | None] = loop.create_future()
+        self.waiting[rid] = future
+        if not self.questions:
+            loop.call_soon(self.flush)
+        # The operator answers nothing past this (the clock is the machine's, shared).
+        self.questions.append((rid, namespace, pod, time.monotonic() + ADMIT_TIMEOUT))
+        try:
+            return await asyncio.wait_for(future, ADMIT_TIMEOUT)
+        except TimeoutError:
+            logger.warning(
+                "webhooks: the operator did not decide a pod of %s within %.1fs; it is gated",
+                namespace,
+                ADMIT_TIMEOUT,
+            )
+            return None
+        finally:
+            self.waiting.pop(rid, None)
+
+    def flush(self) -> None:
+        """Send the questions of this turn of the loop as one message."""
+        batch, self.questions = self.questions, []
+        if batch:
+            send_message(self.writer, "admit-at-create", batch)
+
+    def answered(self, answers: list[tuple[int, PodMutation | None]]) -> None:
+        for rid, mutation in answers:
+            future = self.waiting.get(rid)
+            if future is not None and not future.done():
+                future.set_result(mutation)
 
     async def ask_leader(self, address: str, body: bytes) -> aiohttp.web.Response | None:
         """The pod CREATE review answered by the replica that admits at creation (the
@@ -285,6 +348,8 @@ class Worker:
                     self.groups = message[1]
                 elif kind == "admit":
                     self.admitting = bool(message[1])
+                elif kind == "admitted":
+                    self.answered(message[1])
                 elif kind == "leader":
                     self.leader = message[1]
                     self.leader_down_until = 0.0

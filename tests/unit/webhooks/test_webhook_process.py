@@ -28,6 +28,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from quotree import ADMISSION_GATE, QUOTA_LABEL, Engine, parse_member
+from quotree.create_admission import RESERVATION_ANNOTATION, CreateAdmission
 from quotree.groups import POD_GROUP_SIZE_ANNOTATION, GroupSpec, JobFacts
 from quotree_webhooks import fastpath, process, tls
 from quotree_webhooks.process import WebhookProcess, exit_status
@@ -353,3 +354,69 @@ async def test_the_webhook_process_follows_the_operators_jobs_and_groups(
         return answer["response"].get("status", {}).get("message") == "from the operator"
 
     await until(forgotten, 5, "the webhook process to forget Job train")
+
+
+# ------------------------------------------------------------ admission at creation
+
+
+async def test_while_the_operator_admits_only_pods_it_would_gate_are_asked_in_batches(
+    operator: Operator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The webhook process decides each pod CREATE from its copies; only pods it would gate
+    (and not a dry run) go to the operator's engine, the questions of one turn of its loop
+    in one message, and the engine's answer (admitted: no gate) is what the pod gets."""
+    asked: list[str] = []
+    messages: list[int] = []
+    real_read = process.read_message
+
+    async def counting_read(reader: asyncio.StreamReader) -> tuple[Any, ...]:
+        message = await real_read(reader)
+        if message[0] == "admit-at-create":
+            messages.append(len(message[1]))
+        return message
+
+    def admit(pod: Any) -> CreateAdmission | None:
+        asked.append(pod["metadata"]["name"])
+        if pod["metadata"]["name"].startswith("fits"):
+            return CreateAdmission(f"token-{len(asked)}", "team-a", "admitted", "in-quota")
+        return None
+
+    monkeypatch.setattr(process, "read_message", counting_read)
+    state = operator.process.state
+    state.admit = admit
+    state.admitting = lambda: True
+
+    def named(namespace: str, name: str, dry_run: bool = False) -> dict[str, Any]:
+        review = pod_review(namespace)
+        review["request"]["object"]["metadata"]["name"] = name
+        review["request"]["dryRun"] = dry_run
+        return review
+
+    async def probe_asked() -> bool:
+        await operator.post("/pods-mutate", named("team-a", "probe"))
+        return "probe" in asked
+
+    await until(probe_asked, 5, "the webhook process to learn that the operator admits")
+    asked.clear()
+    messages.clear()
+    answers = await asyncio.gather(
+        *(operator.post("/pods-mutate", named("team-a", f"fits-{i}")) for i in range(20)),
+        operator.post("/pods-mutate", named("team-a", "waits")),
+        operator.post("/pods-mutate", named("other", "unmanaged")),
+        operator.post("/pods-mutate", named("team-a", "fits-dry", dry_run=True)),
+    )
+    *fitting, waits, unmanaged, dry = answers
+    for answer in fitting:
+        assert not gated(answer)
+        assert any(
+            op["path"] == "/metadata/annotations"
+            and op["value"][RESERVATION_ANNOTATION].startswith("token-")
+            for op in patch_of(answer)
+        ), patch_of(answer)
+    assert gated(waits)
+    assert gated(dry)
+    assert patch_of(unmanaged) == []
+    assert sorted(asked) == sorted([f"fits-{i}" for i in range(20)] + ["waits"])
+    assert sum(messages) == 21
+    assert len(messages) < 21, messages  # asked together, not one message each
+    assert operator.passed == []
