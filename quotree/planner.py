@@ -78,7 +78,7 @@ class EvictionPlanner(ClaimBook):
 
     def waits(self, quota: str, key: str, now: float, seen: dict[str, Clock]) -> Clock:
         """Unit `key` of `quota` waits for lent quota (seen in this scan of its queue)."""
-        clock = self.waiting.get(quota, {}).get(key)
+        clock = seen.get(key) or self.waiting.get(quota, {}).get(key)
         if clock is None:
             clock = Clock(now)
         seen[key] = clock
@@ -112,14 +112,15 @@ class EvictionPlanner(ClaimBook):
 
     def due(self, quota: str, now: float) -> bool:
         """A unit of `quota` has waited past its delay and was not planned for since, or
-        waited behind evictions for another unit (`room_held`)."""
+        waited behind evictions for another unit (`room_held`), or counted on evictions
+        of which one is over (`Clock.behind`)."""
         if quota in self.held:
             self.held.discard(quota)
             return True
-        return any(
-            not clock.tried and now - clock.since >= self.reclaim_delay
-            for clock in self.waiting.get(quota, {}).values()
-        )
+        clocks = self.waiting.get(quota, {}).values()
+        # Every clock is asked: each forgets the pods it counted on once one is gone.
+        due = [c.due(now, self.reclaim_delay, self.ledger.evicting) for c in clocks]
+        return any(due)
 
     # ------------------------------------------------------------ planning
 
@@ -148,7 +149,7 @@ class EvictionPlanner(ClaimBook):
         other flavors, where reclaim may take fewer pods (`_elsewhere`)."""
         key: tuple[object, ...] | None = None
         if not record.also:  # one tree: the verdict and the numbers below it say it all
-            due = verdict.broken is Rule.ANCESTOR and self._may_reclaim(record, clock, now)
+            due = verdict.broken is Rule.ANCESTOR and clock().passed(now, self.reclaim_delay)
             key = (
                 record.quota, verdict.quota, verdict.broken, tuple(verdict.amounts.items()),
                 tuple(record.request.items()), record.facts.priority, record.preemptible, due,
@@ -164,6 +165,8 @@ class EvictionPlanner(ClaimBook):
             plan = self._elsewhere(record, plan, flavors, asked)
         if key is not None and not plan.evicted:
             self._memo[key] = plan
+        if plan.counts_on and verdict.broken is Rule.ANCESTOR:
+            clock().behind = plan.counts_on
         return plan
 
     def _elsewhere(self, record: Claimant, plan: Plan, flavors: Flavors, asked: _Asked) -> Plan:
@@ -224,7 +227,7 @@ class EvictionPlanner(ClaimBook):
                     )
                     kind: Literal["Preempted", "Reclaimed"] = "Preempted"
                 elif verdict.broken is Rule.ANCESTOR:
-                    due = self._may_reclaim(record, clock, now)
+                    due = clock().passed(now, self.reclaim_delay)
                     if not due:
                         # Before the delay: only whether reclaim would pay (the reason says).
                         return self._dry_run(record, verdict, clock(), lenders, taken.keys)
@@ -249,7 +252,9 @@ class EvictionPlanner(ClaimBook):
         if not steps:
             # It fits once the evictions under way are done (those for other units, and
             # any whose unit was admitted meanwhile): nothing to ask, it waits for them.
-            return Plan(False, verdict, waits_for_evictions=bool(orphans))
+            # Others may count on that room too: once one of these is gone, it plans again.
+            counts_on = frozenset(claimed.union(o.key for o in orphans))
+            return Plan(False, verdict, waits_for_evictions=bool(orphans), counts_on=counts_on)
         if not ask:
             return Plan(False, verdict, steps=steps)
         return self._ask(record, steps, verdict, out)
@@ -268,13 +273,6 @@ class EvictionPlanner(ClaimBook):
         self.claims[record.key] = record.quota
         self._flight = None
         return Plan(True, verdict)
-
-    def _may_reclaim(self, record: Claimant, clock: Callable[[], Clock], now: float) -> bool:
-        waiting = clock()
-        if now - waiting.since < self.reclaim_delay:
-            return False
-        waiting.tried = True
-        return True
 
     def worth_planning(
         self,

@@ -29,6 +29,9 @@ class Plan:
     refusal: Refusal | None = None
     #: It needs no new eviction: it fits once the evictions under way are done.
     waits_for_evictions: bool = False
+    #: It asked for nothing because it fits once these pods, being evicted for other
+    #: units or for none, are gone (their keys).
+    counts_on: frozenset[str] = frozenset()
     #: Planned without asking (`_plan(ask=False)`): the evictions it would ask for.
     steps: list[Step] | None = None
 
@@ -67,6 +70,26 @@ class Clock:
 
     since: float
     tried: bool = False
+    #: The pods being evicted that its last plan counted on (`Plan.counts_on`): once one
+    #: is no longer being evicted, its quota is looked at again whatever its room, since
+    #: another unit that counted on the same pods may have taken the room they left.
+    behind: frozenset[str] = frozenset()
     #: Before the delay, what the last dry run found (`EvictionPlanner._dry_run`): the
     #: numbers it was made on, and the refusal (None: reclaim would pay).
     dry: tuple[object, Refusal | None] | None = None
+
+    def passed(self, now: float, delay: float) -> bool:
+        """Its reclaim delay has passed (it is planned for now: `tried`)."""
+        if now - self.since < delay:
+            return False
+        self.tried = True
+        return True
+
+    def due(self, now: float, delay: float, evicting: set[str]) -> bool:
+        """Its quota is looked at again whatever its room: its delay passed and it was not
+        planned for since, or a pod its last plan counted on is no longer being evicted
+        (`behind`, then forgotten: it plans again)."""
+        if self.behind and not self.behind <= evicting:
+            self.behind = frozenset()
+            return True
+        return not self.tried and now - self.since >= delay

@@ -183,6 +183,33 @@ def test_room_on_its_way_back_is_counted_whoever_it_was_evicted_for() -> None:
     assert out.evictions == []
 
 
+def test_a_pod_that_counted_on_another_units_victims_is_planned_again_once_they_are_gone() -> None:
+    """a0's victim frees 2: a0 and a1 fit then, and so would b0 alone; a1 and b0 ask for
+    nothing and count on that room. a1 takes it; b0, still short, reclaims for itself."""
+    eng = engine(
+        quota("lender", min=0),
+        quota("a", min=2),
+        quota("b", min=2),
+        capacity=4,
+        instant_evictions=False,
+        reclaim_delay=0.0,
+    )
+    for i in range(2):
+        eng.observe_pod(pod("lender", f"l{i}", 2, created=i))
+    eng.decide(0.0)
+    for key in ("a/a0", "a/a1", "b/b0"):
+        namespace, name = key.split("/")
+        eng.observe_pod(pod(namespace, name, 1, created=10))
+    out = eng.decide(1.0)
+    assert [e.pod for e in out.evictions] == ["lender/l1"]
+    eng.forget_pod("lender/l1")
+    out = eng.decide(2.0)
+    assert sorted(key for key, _ in out.admitted) == ["a/a0", "a/a1"]
+    assert [e.pod for e in out.evictions] == ["lender/l0"]  # b0's guarantee, reclaimed
+    eng.forget_pod("lender/l0")
+    assert [key for key, _ in eng.decide(3.0).admitted] == ["b/b0"]
+
+
 def test_before_the_delay_a_pod_says_reclaim_would_not_pay_rather_than_when() -> None:
     # The planner's dry run answers before the delay passes: no "reclaimed in 30 s" for
     # a reclaim that will not happen.
