@@ -34,8 +34,8 @@ class AdmittedEvents:
         self,
         burst: int = 25,
         per_second: float = 1.0,
-        total_burst: int = 100,
-        total_per_second: float = 10.0,
+        total_burst: int = 50,
+        total_per_second: float = 2.0,
         interval: float = 10.0,
     ) -> None:
         self.burst = burst

@@ -37,6 +37,7 @@ __all__ = [
     "STATUS_INTERVAL",
     "STATUS_MAX_PAUSE",
     "StatusWriter",
+    "pause",
 ]
 
 logger = logging.getLogger("quotree.operator")
@@ -50,9 +51,10 @@ STATUS_BACKOFF = 3.0
 # etcd) was down must not delay the statuses it could not write once it is back.
 STATUS_MAX_PAUSE = 5.0
 # While pods are being admitted, at least this long: a status round rewrites every quota
-# whose numbers moved (all of them in a burst), which took as many API writes as the
-# admissions themselves; the numbers are current again within this long.
-STATUS_BUSY_INTERVAL = 2.0
+# whose numbers moved (all of them in a burst), and each write costs the API server
+# several milliseconds of CPU, more than a pod's creation (bench/RESULTS.md); the numbers
+# are current again within this long.
+STATUS_BUSY_INTERVAL = 5.0
 #: Every object is compared at least this often (seconds), whatever the inputs said
 #: changed: a safety net that costs one O(quotas) round per interval, never one per flush.
 STATUS_FULL_EVERY = 600.0
@@ -66,6 +68,14 @@ FIRST_ROUND_HOLD = 30.0
 #: Objects compared between two turns of the event loop: a round over 11,000 objects
 #: never holds the webhooks, the watches or the admissions for long.
 COMPARE_SLICE = 200
+
+
+def pause(busy: bool, spent: float) -> float:
+    """Seconds between two rounds: STATUS_INTERVAL, STATUS_BUSY_INTERVAL while pods are
+    being admitted, at least STATUS_BACKOFF times the last round's `spent`, at most
+    STATUS_MAX_PAUSE."""
+    interval = STATUS_BUSY_INTERVAL if busy else STATUS_INTERVAL
+    return min(max(interval, spent * STATUS_BACKOFF), STATUS_MAX_PAUSE)
 
 
 def _now() -> str:
@@ -105,8 +115,7 @@ class StatusWriter:
             spent = time.monotonic() - started
             busy = signals.admissions != admissions
             admissions = signals.admissions
-            interval = STATUS_BUSY_INTERVAL if busy else STATUS_INTERVAL
-            await asyncio.sleep(min(max(interval, spent * STATUS_BACKOFF), STATUS_MAX_PAUSE))
+            await asyncio.sleep(pause(busy, spent))
 
     async def hold_for_admissions(self, limit: float = FIRST_ROUND_HOLD) -> None:
         """A new leader's first round (after a start-up or a failover: every object is due)
