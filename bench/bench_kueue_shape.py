@@ -12,7 +12,13 @@ the environment: 0 gates every pod, as before); QUOTREE_BENCH_WEBHOOK_PORT moves
 webhook port (29446) off a neighbour's.
 
 Baseline in the same run, rounds alternating: the same pods in 100 namespaces no quota
-covers (no webhook called, no gate), so creation -> bound is the scheduler's alone.
+covers (no gate, no patch), so creation -> bound is the scheduler's alone. The API server
+still calls quotree's webhook for namespaces no quota covers (`pods-mutate-unlabelled`,
+configurations.py), which the webhook process answers alone: the baseline is the cluster
+with quotree installed, for pods it does not manage.
+
+Per round it also records the CPU each process used per pod (from /proc, first creation
+to last pod bound) and the API server's requests by verb and resource (its /metrics).
 
 Figures per side (medians over the rounds): admissions/s (first creation -> last gate
 removed; for the baseline, pods created/s), creation -> gate removal p50/p99 (quotree),
