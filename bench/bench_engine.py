@@ -15,8 +15,8 @@ Figures:
   (c) `quotree simulate` of a burst of 10 pods per quota (10k quotas: the 100k-pod burst),
       in process and through the CLI on a generated file.
 
-With `--trees 2` a second tree (`projects`, api.md "Several trees") of the same shape
-covers the same namespaces, so every pod is charged to one quota in each tree and is
+With `--trees 2` a second tree (`projects`, docs/reference/objects.md, "Several trees") of the same
+shape covers the same namespaces, so every pod is charged to one quota in each tree and is
 admitted only when it fits in both.
 
 Run: .venv/bin/python bench/bench_engine.py [--sizes 1000,10000,100000] [--events 2000]

@@ -1,7 +1,7 @@
 """Pod groups benchmark: the engine's CPU per pod event with groups against single pods.
 
 The same 4,000 pods go through the operator's engine (evictions wait for the cluster)
-twice: as 1,000 groups of 4 pods (api.md, "Pod groups") and as 4,000 single pods. 40
+twice: as 1,000 groups of 4 pods (docs/reference/pods.md, "Pod groups") and as 4,000 single pods. 40
 ElasticQuotas under 4 Cohorts, 100 pods each (25 groups), one resource; each pod of a
 group arrives right after the one before (as a Job's controller makes them), the groups
 in random order. Two regimes:

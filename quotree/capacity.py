@@ -14,7 +14,7 @@ quantity that does not parse is left out of the total, the rest of the node
 still counts, and the caller is given one line per skipped resource to show
 (the operator logs it, the simulator prints it as a warning).
 
-Resource flavors (api.md, "Resource flavors"): a flavor's capacity of a resource,
+Resource flavors (docs/reference/objects.md, "ResourceFlavor"): a flavor's capacity of a resource,
 `<resource>@<flavor>`, is the allocatable of the counted nodes that carry all
 of the flavor's nodeLabels (`flavor_matches`, `cluster_capacity`).
 """

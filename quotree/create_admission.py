@@ -3,8 +3,8 @@
 Why a module of its own: the mutating webhook of the replica that decides asks, for a
 new single pod, whether semantics.md's "Admission" lets it in now (every ancestor, every
 tree, a flavor, the non-preemptible rule) with no pod of its quota waiting ahead of it in
-the order (api.md, "Pods"). If so, the pod is created without the gate, and until the
-cluster shows it the engine holds its room: a reservation, named by a token the pod
+the order (docs/webhooks.md, "Admission at creation"). If so, the pod is created without the gate,
+and until the cluster shows it the engine holds its room: a reservation, named by a token the pod
 carries (`RESERVATION_ANNOTATION`). The pod has no name yet (a `generateName` pod gets it
 after the webhooks), so the reservation is not a pod record: it is the record's charge
 (request and used, in every tree that charges the pod, on its flavor), kept apart from

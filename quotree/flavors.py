@@ -1,6 +1,6 @@
 """Resource flavors: which flavors a pod may go to, and what it is charged on one.
 
-Why a module of its own: api.md's "Resource flavors" asks three small
+Why a module of its own: docs/reference/objects.md's "ResourceFlavor" asks three small
 questions the engine, the simulator and the operator must answer the same
 way. Does a pod need a flavor at all (`needs_flavor`)? Which of its quota's
 flavors does its own nodeSelector or required node affinity allow

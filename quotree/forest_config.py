@@ -1,4 +1,5 @@
-"""A Cohort or ElasticQuota set while more than one tree is in play (api.md, "Several trees").
+"""A Cohort or ElasticQuota set while more than one tree is in play (docs/reference/objects.md,
+"Several trees").
 
 Why a module of its own: with several trees an object may land in a tree of its own,
 move from one tree to another (its pods moving along), or be shadowed by an object of

@@ -1,6 +1,6 @@
 """The pod groups' clocks: the group timeout, the scheduling timeout, the requeue backoff.
 
-Why a module of its own: api.md's "Pod groups" gives a group three deadlines (a
+Why a module of its own: docs/reference/pods.md's "Pod groups" gives a group three deadlines (a
 `GroupIncomplete` warning once it has been incomplete for the group timeout; eviction
 when its admitted pods are not all bound to Nodes within the scheduling timeout; the end
 of a requeued group's backoff). Looking at every group at every round would cost each

@@ -1,6 +1,6 @@
 """Pod groups in the engine: which pods form a group, and the group's state.
 
-Why a module of its own: api.md's "Pod groups (gangs)" makes a group of pods one unit of
+Why a module of its own: docs/reference/pods.md's "Pod groups" makes a group of pods one unit of
 admission and eviction. The decision loop admits and evicts units (`gang_admission.py`);
 this part keeps the groups it works on, in front of the pod intake (`intake.py`):
 

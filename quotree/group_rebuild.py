@@ -9,7 +9,7 @@ the group is admitted, its first `min` running pods are its core (in the place i
 order of the first of them, so the in-quota labels take them together), and pods above
 `min` are an elastic group's pods that joined one by one. Preemption, reclaim, the
 scheduling timeout and the counts then treat the group as if this engine had admitted
-it (semantics.md, "Admission"; api.md, "Pod groups").
+it (docs/semantics.md, "Admission"; docs/reference/pods.md, "Pod groups").
 
 A running group whose pods disagree is rebuilt as far as it is consistent, and said once
 (`notes`, a Warning `GroupInconsistent` on a pod of the group, which the operator also

@@ -1,9 +1,10 @@
 """Which group a new pod belongs to: its Kubernetes PodGroup, its label, or its Job.
 
-Why a module of its own: a pod's group is declared in three ways (api.md, "Pod groups"),
-and two of them need objects besides the pod: the `batch/v1` Job that controls it and the
-Kubernetes PodGroup it names (native_groups.py). `GroupSources` keeps those objects and
-answers for a new pod; the group ledger (group_ledger.py) keeps the groups themselves.
+Why a module of its own: a pod's group is declared in three ways (docs/reference/pods.md,
+"Pod groups"), and two of them need objects besides the pod: the `batch/v1` Job that
+controls it and the Kubernetes PodGroup it names (native_groups.py). `GroupSources` keeps
+those objects and answers for a new pod; the group ledger (group_ledger.py) keeps the
+groups themselves.
 
 In order: a pod that names a PodGroup belongs to that PodGroup's group when it is a gang
 (none when it is basic), whatever its label says; else its own label and annotations;

@@ -1,6 +1,6 @@
 """Pod groups as pods declare them: the label, the annotations, and a Job's pods.
 
-Why a module of its own: api.md's "Pod groups (gangs)" is read in three places (the
+Why a module of its own: docs/reference/pods.md's "Pod groups" is read in three places (the
 engine, which admits a group as one unit; the mutating webhook, which groups a Job's pods
 and refuses a pod that disagrees with its group; the simulator) and must be read the same
 way in all of them. This module only reads declarations; what a group is allowed to do is
@@ -191,7 +191,8 @@ def disagreement(
     """Why a pod cannot join group `group` ("ns/name"), or None when it agrees.
 
     Each side is (quota, spec, priority): pods of one group must agree on quota, size,
-    min and priority (api.md). The answer is the one line the webhook refuses with.
+    min and priority (docs/reference/pods.md, "Pod groups"). The answer is the one line the webhook
+    refuses with.
     """
     (q1, s1, p1), (q2, s2, p2) = mine, theirs
     for field_name, a, b in (

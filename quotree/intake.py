@@ -3,14 +3,15 @@ quotas in every tree; a pod gone gives back what it held.
 
 Why a module of its own: the operator's pod watch and the simulator feed every pod
 through here (`Engine.observe_pod`, `Engine.forget_pod`). Taking a pod in means resolving
-its quotas (api.md, "Pods"), charging it on a flavor when its quota splits its request
-by flavor, counting its demand in every tree, queueing it (gated) or counting it as
-admitted (not gated), and keeping the holds in step; a pod outside every tree that is
-bound to a Node holds capacity instead. Changing a pod is an operation of its own
-(`move`): when a quota's configuration moves pods (another quota covers their namespace,
-another flavor list, another tree) or a gated pod's constraints change, its charge leaves
-the quotas it was in and goes to the new ones; its record stays (an admitted pod stays
-admitted, on its flavor, in its place in the in-quota order).
+its quotas (docs/reference/pods.md, "Which quota a pod is charged to"), charging it on a
+flavor when its quota splits its request by flavor, counting its demand in every tree,
+queueing it (gated) or counting it as admitted (not gated), and keeping the holds in step;
+a pod outside every tree that is bound to a Node holds capacity instead. Changing a pod
+is an operation of its own (`move`): when a quota's configuration moves pods (another
+quota covers their namespace, another flavor list, another tree) or a gated pod's
+constraints change, its charge leaves the quotas it was in and goes to the new ones; its
+record stays (an admitted pod stays admitted, on its flavor, in its place in the in-quota
+order).
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ QUOTA_LABEL = "quotree.io/quota-name"
 PREEMPTIBLE_LABEL = "quotree.io/preemptible"
 STANDING_LABEL = "quotree.io/capacity"
 ADMISSION_GATE = "quotree.io/admission"
-#: The tree of a Cohort or ElasticQuota that sets no `spec.tree` (api.md, "Several trees").
+#: The tree of a Cohort or ElasticQuota that sets no `spec.tree` (docs/reference/objects.md,
+#: "Several trees").
 DEFAULT_TREE = "default"
 #: Tree names: a DNS label short enough that `quotree.io/quota-name.<tree>` is a label key.
 _TREE_NAME = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,50}[a-z0-9])?$")
@@ -64,14 +65,14 @@ def quota_label(tree: str) -> str:
     return QUOTA_LABEL if tree == DEFAULT_TREE else f"{QUOTA_LABEL}.{tree}"
 
 
-#: On a pod admitted to a flavor (api.md, "Resource flavors"): the flavor's name.
+#: On a pod admitted to a flavor (docs/reference/objects.md, "ResourceFlavor"): the flavor's name.
 FLAVOR_LABEL = "quotree.io/flavor"
 #: "true" on a top-level Cohort or ElasticQuota: maintenance mode for its subtree (MCAD's).
 MAINTENANCE_ANNOTATION = "quotree.io/maintenance"
 #: The derived resource a flavor with `gpuMemoryPerGPU` charges (nos's GPU memory).
 GPU_MEMORY = "quotree.io/gpu-memory"
-#: On every namespace some ElasticQuota covers (api.md, "Managed namespaces"); set and
-#: removed by the operator only. The pod webhooks select namespaces by it.
+#: On every namespace some ElasticQuota covers (docs/reference/pods.md, "System and managed
+#: namespaces"); set and removed by the operator only. The pod webhooks select namespaces by it.
 MANAGED_LABEL = "quotree.io/managed"
 #: On every Cohort that has children, kept by the operator (Kubernetes' in-use protection,
 #: as `kubernetes.io/pvc-protection` on a PersistentVolumeClaim): a Cohort deleted while it

@@ -80,7 +80,8 @@ class Placement:
         assert record.quota is not None
         config = self._tree_of(record.quota).config(record.quota)
         assert config is not None
-        # The pod's demand moves in every tree that charges it (api.md, "Several trees").
+        # The pod's demand moves in every tree that charges it (docs/reference/objects.md,
+        # "Several trees").
         charged_to = (record.quota, *record.also)
         before = record.request
         if record.also:

@@ -91,8 +91,8 @@ class PodRecord:
     victims: frozenset[str] = frozenset()  # pods being evicted so that this one fits
     reason_key: object = None  # the numbers behind `reason`: it is formatted only when they change
     preemptible: bool = True
-    #: the quotas it is charged to in the other trees (api.md, "Several trees"); `quota` is
-    #: the first tree's, the one whose pending queue holds it
+    #: the quotas it is charged to in the other trees (docs/reference/objects.md, "Several trees");
+    #: `quota` is the first tree's, the one whose pending queue holds it
     also: tuple[str, ...] = ()
     #: The ResourceFlavor the pod is charged to (pending: the one it waits on), if any.
     flavor: str | None = None

@@ -123,7 +123,7 @@ class Reasons:
                     non_preemptible=short is Rule.NON_PREEMPTIBLE,
                 )
             return
-        # Its quota in another tree (api.md, "Several trees").
+        # Its quota in another tree (docs/reference/objects.md, "Several trees").
         other = verdict.quota
         tree = self._forest.tree_of(other)
         if short is Rule.MISSING or verdict.member is None:

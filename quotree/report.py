@@ -1,11 +1,11 @@
 """The tree as a person reads it: one renderer for `quotree simulate -o table` and
 `kubectl quotree tree` (pure: a report dict in, text out).
 
-The input is the shape of `quotree simulate -o json` (api.md): `capacity`, `nodes` (name ->
-kind, parent, min, max, request, runtime, used, valid) and `pods` (key -> state, reason),
-optionally with `unmanaged` (what pods outside the tree hold) and per member `scaledMin`
-(guarantees scaled below min). Column widths follow the content, so long names and
-numbers never run together.
+The input is the shape of `quotree simulate -o json` (docs/reference/commands.md,
+"`quotree simulate`"): `capacity`, `nodes` (name -> kind, parent, min, max, request,
+runtime, used, valid) and `pods` (key -> state, reason), optionally with `unmanaged` (what
+pods outside the tree hold) and per member `scaledMin` (guarantees scaled below min).
+Column widths follow the content, so long names and numbers never run together.
 """
 
 from __future__ import annotations
@@ -153,7 +153,8 @@ def _rows(data: Mapping[str, Any], bar_width: int) -> list[_Row]:
         for j, top in enumerate(tops):
             walk(top, "", j == len(tops) - 1)
     else:
-        # Several trees (api.md, "Several trees"): each shares out the whole cluster.
+        # Several trees (docs/reference/objects.md, "Several trees"): each shares out the
+        # whole cluster.
         trees.sort(key=lambda t: (t != DEFAULT_TREE, t))
         for tree in trees:
             rows.append(_Row(f"tree {tree}"))

@@ -1,7 +1,7 @@
 """An admitted pod group's reservation: the room of its pods that ended, kept for the pods
 that replace them.
 
-Why a module of its own: api.md's "Pod groups" says an admitted group keeps its
+Why a module of its own: docs/reference/pods.md's "Pod groups" says an admitted group keeps its
 reservation (N times its pods' request) until it ends or is evicted, and a pod that
 replaces one of its pods that ended or failed is admitted at once, within N. The room is
 kept the way the pod held it: when an admitted pod of the group leaves (not evicted), its

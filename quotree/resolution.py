@@ -34,8 +34,8 @@ def never_gated(
 class Resolution:
     """Which quota a pod is charged to: a quota name, none (unmanaged), or an error.
 
-    With several trees (api.md, "Several trees") a pod is charged to one quota in every
-    tree that covers its namespace: `charges` lists them as (tree, quota), the default
+    With several trees (docs/reference/objects.md, "Several trees") a pod is charged to one quota in
+    every tree that covers its namespace: `charges` lists them as (tree, quota), the default
     tree first, then by tree name; `quota` is the first of them.
     """
 

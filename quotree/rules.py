@@ -290,8 +290,8 @@ def check_apply_forest(
     new: MemberConfig,
     flavors: Collection[str] | None = None,
 ) -> Verdict:
-    """`check_apply` over several trees (api.md, "Several trees"): names are unique across
-    trees (rule 6), a parent is in the member's own tree, a Cohort does not leave its
+    """`check_apply` over several trees (docs/reference/objects.md, "Several trees"): names are
+    unique across trees (rule 6), a parent is in the member's own tree, a Cohort does not leave its
     children behind in another tree, and the other rules hold within the member's tree.
 
     `forest` maps each tree's name to its configs by name; `flavors` as in `check_apply`.

@@ -32,9 +32,10 @@ from quotree.structure import ROOT, Structure
 
 __all__ = ["OUTSIDE", "ROOT", "QuotaTree"]
 
-#: The account, in one tree, of admitted pods that only other trees charge (api.md,
-#: "Several trees"): not a member, so, like pods of inactive quotas, what it holds is taken
-#: off the capacity this tree shares. The slash keeps it apart from object names.
+#: The account, in one tree, of admitted pods that only other trees charge
+#: (docs/reference/objects.md, "Several trees"): not a member, so, like pods of inactive
+#: quotas, what it holds is taken off the capacity this tree shares. The slash keeps it
+#: apart from object names.
 OUTSIDE = "quotree.io/other-trees"
 
 _NONE: Mapping[str, int] = {}

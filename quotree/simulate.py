@@ -189,7 +189,8 @@ def simulate_documents(documents: Iterable[tuple[str, Mapping[str, Any]]]) -> Si
             elif kind == "Job":
                 job = job_pods(doc)
                 sim.jobs.append(job)
-                engine.observe_job(job_facts(doc))  # a Job's pods form a group (api.md)
+                # A Job's pods form a group (docs/reference/pods.md, "Pod groups").
+                engine.observe_job(job_facts(doc))
                 pods.extend((origin, pod) for pod in job.pods)
             elif kind in ("PodGroup", "Workload"):
                 native.append((origin, doc))

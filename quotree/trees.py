@@ -1,7 +1,7 @@
 """The trees: one `QuotaTree` per tree name, and which tree each Cohort or ElasticQuota is in.
 
-Why a module of its own: with several trees (api.md, "Several trees") every question of
-the form "in which tree is this member", "what does each tree hold of a pod it does not
+Why a module of its own: with several trees (docs/reference/objects.md, "Several trees") every
+question of the form "in which tree is this member", "what does each tree hold of a pod it does not
 charge", "every tree's configurations or problems" has one answer here, so that the
 decision loop and the engine ask instead of branching on whether there is more than one
 tree. With one tree (the usual case) every call is a dictionary look-up or a loop of one.

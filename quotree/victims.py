@@ -2,8 +2,8 @@
 none.
 
 Why a module of its own: in-quota preemption (`eviction.preemption_victims`) and reclaim
-(`reclaim.reclaim_choice`) choose among admitted pods, but api.md ("Pod groups") says they
-take whole groups, and an elastic group's pods that joined above its `min` one by one
+(`reclaim.reclaim_choice`) choose among admitted pods, but docs/reference/pods.md ("Pod groups")
+says they take whole groups, and an elastic group's pods that joined above its `min` one by one
 are the first taken back within their priority. Choosing pods and widening to their
 groups afterwards would evict pods nobody checked (the pays rule, "then fits"). So before
 choosing, each group's admitted core pods are replaced by one candidate that stands for

@@ -51,8 +51,8 @@ def _split(key: str) -> tuple[str, str]:
 
 
 def _told(eviction: Eviction) -> str:
-    """An eviction's event text: its reason, and the group it goes with (api.md: events on
-    the pods name the group)."""
+    """An eviction's event text: its reason, and the group it goes with (docs/reference/pods.md,
+    "Events": events on the pods name the group)."""
     group = eviction.group
     if group is None or f"pod group {group}" in eviction.reason:
         return eviction.reason

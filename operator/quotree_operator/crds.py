@@ -310,7 +310,7 @@ def _crd(kind: str, plural: str, short: list[str], model: type[BaseModel]) -> di
 
 
 def _flavor_crd() -> dict[str, Any]:
-    """ResourceFlavor: cluster-scoped, spec only (api.md, "Resource flavors")."""
+    """ResourceFlavor: cluster-scoped, spec only (docs/reference/objects.md, "ResourceFlavor")."""
     model = ResourceFlavorSpec
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

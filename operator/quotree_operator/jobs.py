@@ -1,9 +1,9 @@
 """`batch/v1` Jobs in, and Jobs resumed: what pod groups need of the Jobs in the cluster.
 
-A Job whose parallelism is above 1 makes its pods one pod group (api.md, "Pod groups").
-`Jobs` keeps the engine (`Engine.observe_job` / `forget_job`) and the webhooks' copy
-(`GroupBook`) current from the operator's Job watch (podwatch.PodWatch over "jobs") and
-the start-up list.
+A Job whose parallelism is above 1 makes its pods one pod group (docs/reference/pods.md,
+"Pod groups"). `Jobs` keeps the engine (`Engine.observe_job` / `forget_job`) and the
+webhooks' copy (`GroupBook`) current from the operator's Job watch (podwatch.PodWatch over
+"jobs") and the start-up list.
 
 A Job's group is evicted by suspending the Job (actuator.py): the job controller then
 deletes its pods without counting them failed, so the Job's `backoffLimit` is not spent

@@ -1,9 +1,9 @@
 """Prometheus metrics and the tree page, on the operator's metrics port (every replica).
 
-- `Metrics`: one registry with the counters and histograms of api.md ("Metrics"), fed by
-  the shell (decisions, admissions, evictions) and the webhook server (durations, errors),
-  the `quotree_leader` gauge, and the per-node gauges of tree_gauges.py (built from the
-  engine at every scrape).
+- `Metrics`: one registry with the counters and histograms of docs/reference/README.md
+  ("Metrics"), fed by the shell (decisions, admissions, evictions) and the webhook server
+  (durations, errors), the `quotree_leader` gauge, and the per-node gauges of
+  tree_gauges.py (built from the engine at every scrape).
 The server (`/metrics`, the tree page and its JSON) is in page.py.
 
 Cardinality is bounded by the tree: labels name nodes, resources, pod states, webhooks and

@@ -1,4 +1,5 @@
-"""The `quotree.io/managed` label on namespaces (api.md, "Managed namespaces").
+"""The `quotree.io/managed` label on namespaces (docs/reference/pods.md, "System and managed
+namespaces").
 
 A namespace is managed when some ElasticQuota covers it (or, with a default quota, when
 it is not a system namespace): exactly the namespaces whose pods the engine resolves to

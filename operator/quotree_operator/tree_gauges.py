@@ -36,7 +36,7 @@ __all__ = [
     "value",
 ]
 
-#: Labels of the per-node, per-resource gauges (api.md).
+#: Labels of the per-node, per-resource gauges (docs/reference/README.md, "Metrics").
 NODE_LABELS = ("node", "kind", "namespace", "parent", "resource")
 #: Labels of the per-node gauges that are not per resource.
 NODE_ONLY_LABELS = ("node", "kind", "namespace", "parent")

@@ -1,4 +1,4 @@
-"""Several trees (api.md, "Several trees") against the real control plane.
+"""Several trees (docs/reference/objects.md, "Several trees") against the real control plane.
 
 An organisation tree (the default tree: a Cohort with the team's ElasticQuota) and a
 project tree (`spec.tree: projects`) over the same namespace. The operator runs with its

@@ -1,5 +1,5 @@
-"""Every pod of a Job joins its group under a burst of Jobs (api.md, "Pod groups"): the job
-controller creates a Job's pods a moment after the Job, often before the operator's watch
+"""Every pod of a Job joins its group under a burst of Jobs (docs/reference/pods.md, "Pod groups"):
+the job controller creates a Job's pods a moment after the Job, often before the operator's watch
 shows it the Job; the pod webhook then reads the Job, so every pod is labelled with its
 group at creation, and `kubectl quotree why` answers for the group on every pod.
 

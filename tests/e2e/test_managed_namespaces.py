@@ -1,4 +1,5 @@
-"""Only managed namespaces depend on quotree (api.md, "Managed namespaces").
+"""Only managed namespaces depend on quotree (docs/reference/pods.md, "System and managed
+namespaces").
 
 The operator (as its ServiceAccount, webhooks on) labels the namespaces its quotas cover
 `quotree.io/managed: "true"`; the pod webhooks select by that label. Nobody else may set

@@ -1,5 +1,5 @@
-"""Kubernetes' own pod groups on the local control plane (api.md, "Pod groups"): quota
-by quotree, placement by the scheduler's gang cycle, with real controllers only.
+"""Kubernetes' own pod groups on the local control plane (docs/reference/pods.md, "Pod groups"):
+quota by quotree, placement by the scheduler's gang cycle, with real controllers only.
 
 The control plane serves `scheduling.k8s.io/v1alpha2` with `GenericWorkload` on, the
 scheduler's `GangScheduling` and the job controller's `WorkloadWithJob`

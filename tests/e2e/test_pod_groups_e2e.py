@@ -1,5 +1,5 @@
 """Pod groups on the local control plane, with real Jobs run by kube-controller-manager's
-job controller (api.md, "Pod groups (gangs)").
+job controller (docs/reference/pods.md, "Pod groups").
 
 One operator, webhooks on, serves the module: reclaim delay 5 s, scheduling timeout 6 s.
 The Jobs' pods say how long they run with kwok's annotation

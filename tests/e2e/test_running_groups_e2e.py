@@ -1,4 +1,4 @@
-"""A pod group that was running when the operator started is still one unit (api.md,
+"""A pod group that was running when the operator started is still one unit (docs/reference/pods.md,
 "Pod groups"): after a restart, and after a leader failover, reclaim takes it whole.
 
 The story, on the local control plane: a Cohort of 8 GPUs, `lender` (min 4) and

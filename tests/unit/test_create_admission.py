@@ -1,4 +1,5 @@
-"""Admission at creation (api.md, "Pods"): a reservation's life and the order it keeps.
+"""Admission at creation (docs/webhooks.md, "Admission at creation"): a reservation's life and the
+order it keeps.
 
 A pod the webhook admits as it is created is charged to its quota at once (its
 reservation), before the cluster shows it; the watch bringing the pod swaps the

@@ -1,4 +1,5 @@
-"""Resource flavors in the engine (api.md, "Resource flavors"; docs/design/flavors.md).
+"""Resource flavors in the engine (docs/reference/objects.md, "ResourceFlavor";
+docs/design/flavors.md).
 
 Capacity per flavor from node labels, pods charged to the first allowed flavor
 where they fit, the flavor a pod waits on when none fits, the per-flavor

@@ -1,7 +1,7 @@
-"""Several trees, each on its own terms (api.md, "Several trees"; docs/design/forests.md, "Several
-trees (forests)"): each counts a pod in its own resource names (a team tree that splits GPUs
-by flavor and a project tree written in plain `nvidia.com/gpu`), and in-quota preemption is
-tried in every tree that holds a pod back."""
+"""Several trees, each on its own terms (docs/reference/objects.md, "Several trees";
+docs/design/forests.md, "Several trees (forests)"): each counts a pod in its own resource
+names (a team tree that splits GPUs by flavor and a project tree written in plain
+`nvidia.com/gpu`), and in-quota preemption is tried in every tree that holds a pod back."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Invariants of several trees (api.md, "Several trees"), over random forests (hypothesis).
+"""Invariants of several trees (docs/reference/objects.md, "Several trees"), over random forests
+(hypothesis).
 
 Two random trees over the same namespaces: the default tree of `test_properties.scenarios`
 (quota qN covers namespace qN) and a project tree whose quotas each cover some of those

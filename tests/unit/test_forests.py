@@ -1,5 +1,5 @@
-"""Several trees (api.md, "Several trees"): a pod is charged to one quota in every tree that
-covers its namespace and admitted only when it fits in all of them."""
+"""Several trees (docs/reference/objects.md, "Several trees"): a pod is charged to one quota in
+every tree that covers its namespace and admitted only when it fits in all of them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Pod groups as victims (api.md, "Pod groups": in-quota preemption and reclaim take whole
-groups; an elastic group's joined pods are the first taken back): the choice is made on
+"""Pod groups as victims (docs/reference/pods.md, "Pod groups": in-quota preemption and reclaim take
+whole groups; an elastic group's joined pods are the first taken back): the choice is made on
 whole groups, so the pays rule and "then fits" are judged on all of a group's pods."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Pod groups as pods declare them (api.md, "Pod groups"): `quotree.groups` and `pod_facts`."""
+"""Pod groups as pods declare them (docs/reference/pods.md, "Pod groups"): `quotree.groups` and
+`pod_facts`."""
 
 from __future__ import annotations
 

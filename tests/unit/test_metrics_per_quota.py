@@ -60,7 +60,8 @@ def test_admission_wait_is_a_histogram_per_quota_with_its_namespace_and_parent()
     assert scraped[("quotree_admission_wait_seconds_bucket", _labels(**a, le="1.0"))] == 1
     assert scraped[("quotree_admission_wait_seconds_bucket", _labels(**a, le="60.0"))] == 2
     assert scraped[("quotree_admission_wait_seconds_bucket", _labels(**c, le="0.25"))] == 1
-    # The name api.md lists is kept: its count over all labels is every admission timed.
+    # The name docs/reference/README.md's "Metrics" lists is kept: its count over all labels is
+    # every admission timed.
     counts = [v for (name, _), v in scraped.items() if name.endswith("wait_seconds_count")]
     assert sum(counts) == 3
     admitted_c = _labels(node="team-c", namespace="team-c", parent="ops")

@@ -1,5 +1,5 @@
-"""Kubernetes' own pod groups in the engine (api.md, "Pod groups"): a pod that names a
-PodGroup with a gang policy belongs to it (size = `minCount`), a basic policy groups
+"""Kubernetes' own pod groups in the engine (docs/reference/pods.md, "Pod groups"): a pod that names
+a PodGroup with a gang policy belongs to it (size = `minCount`), a basic policy groups
 nothing, a PodGroup not there yet keeps its pods waiting, and the PodGroup wins over
 quotree's label."""
 

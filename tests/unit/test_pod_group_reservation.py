@@ -1,5 +1,5 @@
-"""An admitted pod group's reservation (api.md, "Pod groups"): the room of its pods that
-ended is kept for their replacements until the group ends or is evicted; and the counts
+"""An admitted pod group's reservation (docs/reference/pods.md, "Pod groups"): the room of its pods
+that ended is kept for their replacements until the group ends or is evicted; and the counts
 a quota's status shows of its groups and of their waiting pods."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Pod groups in the engine (api.md, "Pod groups"; semantics.md, "Admission", "In-quota
-preemption", "Reclaim"): admitted whole or not at all, held while incomplete, evicted
-whole, requeued when the Nodes do not place them."""
+"""Pod groups in the engine (docs/reference/pods.md, "Pod groups"; docs/semantics.md,
+"Admission", "In-quota preemption (unless `preemption.withinQuota: Never`)", "Reclaim
+(getting lent quota back), and only when it pays"): admitted whole or not at all, held
+while incomplete, evicted whole, requeued when the Nodes do not place them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Pod groups rebuilt from running pods (api.md, "Pod groups"): a group whose pods were
-admitted before the engine saw them (a restart, a standby that watched another replica
+"""Pod groups rebuilt from running pods (docs/reference/pods.md, "Pod groups"): a group whose pods
+were admitted before the engine saw them (a restart, a standby that watched another replica
 admit them, `quotree simulate`'s bound pods) is one unit for reclaim, preemption, the
 in-quota labels and the counts, as if this engine had admitted it."""
 

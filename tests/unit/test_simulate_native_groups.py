@@ -1,5 +1,5 @@
-"""`quotree simulate` with Kubernetes' own pod groups (api.md, "Pod groups"): PodGroup and
-Workload documents read, pods that name them grouped, a disagreeing label refused, and
+"""`quotree simulate` with Kubernetes' own pod groups (docs/reference/pods.md, "Pod groups"):
+PodGroup and Workload documents read, pods that name them grouped, a disagreeing label refused, and
 bad PodGroups one line."""
 
 from __future__ import annotations

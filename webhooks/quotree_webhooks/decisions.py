@@ -128,7 +128,8 @@ class RecentlyAllowed:
     def view_forest(
         self, forest: Mapping[str, Mapping[str, MemberConfig]]
     ) -> dict[str, Mapping[str, MemberConfig]]:
-        """`view` for each tree (api.md, "Several trees"): what is on its way joins its tree."""
+        """`view` for each tree (docs/reference/objects.md, "Several trees"): what is on its way
+        joins its tree."""
         out = dict(forest)
         if not self._pending:
             return out
@@ -381,9 +382,8 @@ def review_namespace(
 ) -> str | None:
     """Why a CREATE/UPDATE of a namespace is refused, or None: only quotree sets `managed`.
 
-    The pod webhooks select namespaces by the `quotree.io/managed` label; whoever could
-    remove it would take the namespace's pods out of quota (api.md, "Managed namespaces").
-    """
+    The pod webhooks select namespaces by the `quotree.io/managed` label; removing it would take the
+    namespace's pods out of quota (docs/reference/pods.md, "System and managed namespaces")."""
     if username in set(trusted):
         return None
     before = _labels(old or {}).get(MANAGED_LABEL)

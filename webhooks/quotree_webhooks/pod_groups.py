@@ -1,5 +1,5 @@
 """Pod groups at pod CREATE: a Job's pods named as its group, and a pod that disagrees
-with its group refused (api.md, "Pod groups (gangs)"). A pod that names a Kubernetes
+with its group refused (docs/reference/pods.md, "Pod groups"). A pod that names a Kubernetes
 PodGroup (`spec.schedulingGroup.podGroupName`) has its group from it: it gets no label
 from its Job, and a quotree label that names another group is refused.
 

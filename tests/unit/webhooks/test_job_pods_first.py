@@ -1,6 +1,7 @@
-"""Every pod of a Job joins its group, whichever comes first, the Job or its pods (api.md,
-"Pod groups"): the pod CREATE review reads a Job the operator has not seen yet; a pod left
-unlabelled is still its Job's by its owner; `kubectl quotree why` gives one answer."""
+"""Every pod of a Job joins its group, whichever comes first, the Job or its pods
+(docs/reference/pods.md, "Pod groups"): the pod CREATE review reads a Job the operator has
+not seen yet; a pod left unlabelled is still its Job's by its owner; `kubectl quotree why`
+gives one answer."""
 
 from __future__ import annotations
 

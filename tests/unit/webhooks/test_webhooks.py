@@ -530,7 +530,8 @@ def test_configurations_shape() -> None:
         "pods-validate-unlabelled.quotree.io",
         "namespaces-validate.quotree.io",
     ]
-    # Only managed namespaces depend on quotree (api.md, "Managed namespaces").
+    # Only managed namespaces depend on quotree (docs/reference/pods.md, "System and managed
+    # namespaces").
     assert pods_mutate["namespaceSelector"]["matchLabels"] == {"quotree.io/managed": "true"}
     namespaces_validate = validating["webhooks"][4]
     assert "namespaceSelector" not in namespaces_validate

@@ -1,5 +1,5 @@
-"""The webhooks with several trees (api.md, "Several trees"): one label per covering tree,
-the configuration rules per tree, the per-tree labels protected."""
+"""The webhooks with several trees (docs/reference/objects.md, "Several trees"): one label per
+covering tree, the configuration rules per tree, the per-tree labels protected."""
 
 from __future__ import annotations
 
