@@ -298,9 +298,10 @@ def in_quota_order(record: PodRecord) -> tuple[int, int, str]:
 
 
 def standings(member: TreeMember, pods: QuotaPods) -> list[tuple[PodRecord, str]]:
-    """in-quota / over-quota for every admitted pod (semantics.md): by priority, then
-    admission, the pods' requests add up; a pod is in-quota while the running sum is within
-    the quota's guarantee (its min, after scaling) in every resource the pod requests."""
+    """in-quota / over-quota for every admitted pod (docs/semantics.md, "In-quota and
+    over-quota pods"): by priority, then admission, the pods' requests add up; a pod is
+    in-quota while the running sum is within the quota's guarantee (its min, after scaling)
+    in every resource the pod requests."""
     running: dict[str, int] = dict.fromkeys(member.resources, 0)
     guarantee = member.guarantee
     labels = []

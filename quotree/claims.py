@@ -1,13 +1,14 @@
 """Claims: the room evictions free belongs to the unit they were asked for.
 
 Why a module of its own: the eviction planner (`planner.py`) asks for evictions only for a
-waiting unit that then fits (semantics.md, "In-quota preemption" and "Reclaim ..., and
-only when it pays"). Between asking and the victims being gone, the room they free must
-stay that unit's: it is looked at first in its quota's queue and in the round, other
-units are admitted only when they still fit once it is in (`room_held`), and no pending
-pod's demand moves to another flavor (`keeps_flavor`: runtime follows demand, and the
-plan counted on the runtimes as they were). This part keeps those claims and answers
-those questions; the planner plans on top of it.
+waiting unit that then fits (docs/semantics.md, "In-quota preemption (unless
+`preemption.withinQuota: Never`)" and "Reclaim (getting lent quota back), and only when it
+pays"). Between asking and the victims being gone, the room they free must stay that unit's:
+it is looked at first in its quota's queue and in the round, other units are admitted only
+when they still fit once it is in (`room_held`), and no pending pod's demand moves to
+another flavor (`keeps_flavor`: runtime follows demand, and the plan counted on the runtimes
+as they were). This part keeps those claims and answers those questions; the planner plans
+on top of it.
 """
 
 from __future__ import annotations

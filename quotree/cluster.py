@@ -1,7 +1,7 @@
 """The cluster under the trees: its Nodes that count, the capacity they make, and what pods
 outside every tree hold.
 
-Why a module of its own: semantics.md's "Capacity" (the allocatable of Ready, schedulable
+Why a module of its own: docs/semantics.md's "Capacity" (the allocatable of Ready, schedulable
 Nodes, less what unmanaged pods hold) is one rule every tree shares out; with resource
 flavors, a Node's labels also say which flavors' capacity it adds to. Here "node" is a
 Kubernetes Node, never a member of a tree.

@@ -1,7 +1,7 @@
 """Admission at creation: a pod that fits when it is created is admitted at once.
 
 Why a module of its own: the mutating webhook of the replica that decides asks, for a
-new single pod, whether semantics.md's "Admission" lets it in now (every ancestor, every
+new single pod, whether docs/semantics.md's "Admission" lets it in now (every ancestor, every
 tree, a flavor, the non-preemptible rule) with no pod of its quota waiting ahead of it in
 the order (docs/webhooks.md, "Admission at creation"). If so, the pod is created without the gate,
 and until the cluster shows it the engine holds its room: a reservation, named by a token the pod

@@ -38,7 +38,7 @@ NO_VICTIMS: frozenset[str] = frozenset()
 
 
 class Decider:
-    """The decisions of semantics.md taken on the ledger's records, one quota at a time."""
+    """The decisions of docs/semantics.md taken on the ledger's records, one quota at a time."""
 
     def __init__(
         self,

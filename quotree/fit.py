@@ -1,6 +1,6 @@
 """The admission check: does a waiting unit fit, and if not, where and by how much.
 
-Why a module of its own: semantics.md's "Admission" is one rule, asked from several
+Why a module of its own: docs/semantics.md's "Admission" is one rule, asked from several
 places (the decision loop, flavor placement, in-quota preemption, the kubectl plugin's
 `why`). It is written here once: for every quota that charges the unit (one per tree,
 its first tree's first), in order, the quota must exist and be live, a non-preemptible

@@ -1,6 +1,6 @@
 """Pod groups in the decision loop: admitted whole, evicted whole, requeued when unplaced.
 
-Why a module of its own: semantics.md's "Admission" takes units, a pod or a pod group,
+Why a module of its own: docs/semantics.md's "Admission" takes units, a pod or a pod group,
 and the decision loop (`decide.Decider`) was written for pods. For a group it hands
 over here when its scan meets the group's first pod: the group's request is its pods'
 summed (its `min` pods, for an elastic group), checked by the same `fit.check` in every

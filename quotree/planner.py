@@ -1,6 +1,6 @@
 """The eviction planner: which admitted pods to evict for a waiting unit, and asking for it.
 
-Why a module of its own: two decisions of semantics.md evict pods, both for one waiting
+Why a module of its own: two decisions of docs/semantics.md evict pods, both for one waiting
 unit and only when it then fits: in-quota preemption (the fewest lower-priority pods of
 the quota where it is short, in any tree) and reclaim (once the unit has waited for lent
 quota longer than the reclaim delay, the fewest pods of quotas above their runtime below

@@ -8,16 +8,16 @@ numbers. Pure, no clock; as of the last `refresh()`.
   unit that evictions were asked for first, then priority, the time it became complete
   (a pod: its creation), name); a pod group is one unit, at its first pod.
 - Under a Cohort (and across the top of a tree): the order in which the Cohort's sharing
-  ("Runtime" in semantics.md) brings its children's runtimes to them as room appears
-  under it. A unit of child c needs c's runtime to reach `need` = c's used plus the
-  requests of c's units up to and including it, in c's order (for a Cohort child, its own
-  merged order); the sharing gives c `min(need, guarantee + level * sharedWeight)`, so the
-  unit is reached at the level `(need - guarantee - 1/2) / sharedWeight` (the half unit is
-  the rounding to whole units: a child gets a unit once its exact share is past the half),
-  the highest over the resources it requests. Units are taken by that level, ties by the
-  child's name (the rounding's order), each child's units keeping their order. A unit
-  whose need is over a cap on the way (max, min plus borrowingLimit) or whose quota's
-  weight is 0 is reached by no level: it comes after the others, in their order.
+  ("Runtime: how a parent's total is shared" in docs/semantics.md) brings its children's runtimes
+  to them as room appears under it. A unit of child c needs c's runtime to reach `need` = c's used
+  plus the requests of c's units up to and including it, in c's order (for a Cohort child, its own
+  merged order); the sharing gives c `min(need, guarantee + level * sharedWeight)`, so the unit is
+  reached at the level `(need - guarantee - 1/2) / sharedWeight` (the half unit is the rounding to
+  whole units: a child gets a unit once its exact share is past the half), the highest over the
+  resources it requests. Units are taken by that level, ties by the child's name (the rounding's
+  order), each child's units keeping their order. A unit whose need is over a cap on the way (max,
+  min plus borrowingLimit) or whose quota's weight is 0 is reached by no level: it comes after the
+  others, in their order.
 
 The level order is exact for two children and follows the rounding closely for more (two
 neighbours of different quotas may be admitted the other way round when several quotas'

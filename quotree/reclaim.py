@@ -1,8 +1,8 @@
 """Reclaim that pays: the victims that let one waiting unit in, and only trades that pay.
 
-Why a module of its own: semantics.md's "Reclaim ..., and only when it pays" is a rule
-about one waiting unit and the quotas that hold more than their runtime below the member
-where it is short. This part answers two questions for it: which admitted pods to take
+Why a module of its own: docs/semantics.md's "Reclaim (getting lent quota back), and only when it
+pays" is a rule about one waiting unit and the quotas that hold more than their runtime below the
+member where it is short. This part answers two questions for it: which admitted pods to take
 (over-quota before in-quota, then lowest priority; within that, the fewest pods that free
 the shortfall, leaving least of it idle, then the latest admitted; a minimal set)
 and whether taking them pays (a quota that stays within its guarantee always gets
@@ -173,7 +173,8 @@ def reclaim_choice(
                 candidates.append(record)
 
     def rank(r: PodRecord) -> tuple[bool, int, bool]:
-        """The order of semantics.md: over-quota first, lowest priority, joined pods first."""
+        """The order of docs/semantics.md, "Reclaim (getting lent quota back), and only when it
+        pays": over-quota first, lowest priority, joined pods first."""
         return labels[r.key] != OVER_QUOTA, r.facts.priority, r.key not in whole.joined
 
     candidates.sort(key=lambda r: (*rank(r), -r.admitted_seq))
@@ -206,9 +207,10 @@ def reclaim_choice(
             for r, amount in short.items()
         )
 
-    # One rank after the other (semantics.md's order); within a rank, the fewest pods that
-    # free the shortfall, leaving least of it idle (`_best_fit`), the latest admitted
-    # among equals. A pod whose taking would not pay is passed over.
+    # One rank after the other (the order of docs/semantics.md, "Reclaim (getting lent quota
+    # back), and only when it pays"); within a rank, the fewest pods that free the
+    # shortfall, leaving least of it idle (`_best_fit`), the latest admitted among equals. A
+    # pod whose taking would not pay is passed over.
     chosen: list[PodRecord] = []
     first_refusal: Refusal | None = None
     for _, alike in groupby(candidates, key=rank):

@@ -54,7 +54,7 @@ RESOURCE_WIDTH = 16
 
 
 def legend(*, scaled: bool = True) -> str:
-    """What the table shows, column by column (semantics.md's words, in short), for the
+    """What the table shows, column by column (docs/semantics.md's words, in short), for the
     commands' `--help`; `scaled`: the MIN column may show scaled guarantees."""
     scaled_text = (
         '\n            "4, scaled 3500m": the cluster holds less than the mins add up to,'

@@ -1,6 +1,6 @@
 """The in-quota / over-quota labels of one quota's admitted pods, kept incrementally.
 
-Why a module of its own: semantics.md's "In-quota and over-quota pods" is a running sum
+Why a module of its own: docs/semantics.md's "In-quota and over-quota pods" is a running sum
 (admitted pods by priority, then admission; a pod is in-quota while the sum is within the
 quota's guarantee in every governed resource it requests). Recomputing it walks every
 admitted pod of the quota (`admission.standings`, the reference the property tests hold

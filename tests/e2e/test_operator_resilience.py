@@ -68,7 +68,8 @@ def test_node_loss_shrinks_runtimes_and_reclaim_follows_a_waiting_pod(
             "runtimes to shrink to 192Gi",
         )
         # Nobody waits for what they hold above their runtimes: past the reclaim delay (3 s),
-        # both keep their pods (semantics.md: reclaim only for a waiting pod that then fits).
+        # both keep their pods (docs/semantics.md, "Reclaim (getting lent quota back), and
+        # only when it pays": reclaim only for a waiting pod that then fits).
         time.sleep(8)
         assert not k.events(ns_x, "Reclaimed")
         assert not k.events(ns_y, "Reclaimed")

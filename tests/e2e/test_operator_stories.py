@@ -164,11 +164,12 @@ def test_capacity_story_2_preemption_by_priority_within_a_quota(
 def test_koordinator_runtime_example(
     cluster: ModuleType, operator: OperatorProcess, objects: Callable[..., str]
 ) -> None:
-    # semantics.md example 1 in millicores: total 100m, runtimes 5m / 20m / 35m / 40m.
-    # The quotas and their pods come first, under a Cohort that does not exist yet (so the
-    # pods wait); creating the Cohort then activates all four at once. Were the pods to
-    # arrive one by one into live quotas, c's 40m pod would fit before d's request is seen
-    # and be reclaimed only after the delay: a different (also correct) history.
+    # docs/semantics.md's "Example 1 (the Koordinator proposal's example, completed)" in
+    # millicores: total 100m, runtimes 5m / 20m / 35m / 40m. The quotas and their pods come
+    # first, under a Cohort that does not exist yet (so the pods wait); creating the Cohort
+    # then activates all four at once. Were the pods to arrive one by one into live quotas,
+    # c's 40m pod would fit before d's request is seen and be reclaimed only after the
+    # delay: a different (also correct) history.
     s = k.suffix()
     top = f"koord-{s}"
     rows = {"a": ("10m", "5m", "40"), "b": ("15m", "20m", "60"), "c": ("20m", "40m", "50")}

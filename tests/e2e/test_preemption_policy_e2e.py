@@ -1,8 +1,8 @@
-"""`preemptionPolicy: Never` on the local control plane (semantics.md, "In-quota
-preemption"): the API server copies the PriorityClass's policy into each pod's
-`spec.preemptionPolicy`; such a pod keeps its place by priority but never preempts a
-lower-priority pod of its quota, while reclaim of its quota's lent guarantee still
-applies to it.
+"""`preemptionPolicy: Never` on the local control plane (docs/semantics.md, "In-quota
+preemption (unless `preemption.withinQuota: Never`)"): the API server copies the
+PriorityClass's policy into each pod's `spec.preemptionPolicy`; such a pod keeps its place
+by priority but never preempts a lower-priority pod of its quota, while reclaim of its
+quota's lent guarantee still applies to it.
 
 One operator, webhooks off (the pods are created with the admission gate), reclaim delay
 3 s.

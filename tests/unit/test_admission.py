@@ -1,4 +1,4 @@
-"""Admission, in-quota preemption, reclaim and in-quota / over-quota labels (semantics.md)."""
+"""Admission, in-quota preemption, reclaim and in-quota / over-quota labels (docs/semantics.md)."""
 
 from builders import R, arrive, cohort, engine, pod, quota, runtimes, states
 

@@ -164,7 +164,7 @@ def lent_on_both(holds: bool) -> Engine:
 def test_the_default_rule_reclaims_only_on_the_flavor_the_pod_waits_on() -> None:
     # The hold puts team-b over its runtime on both flavors, but reclaim is for the waiting
     # pod only: it waits on a100, so one a100 pod goes and team-b keeps its h100 pods
-    # (semantics.md, "Reclaim ..., and only when it pays").
+    # (docs/semantics.md, "Reclaim (getting lent quota back), and only when it pays").
     assert EngineOptions().holds
     eng = lent_on_both(True)
     eng.observe_pod(gpu_pod("team-a", "new"))

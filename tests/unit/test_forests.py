@@ -341,7 +341,8 @@ def test_a_project_quota_added_later_charges_the_pods_already_there() -> None:
     assert "does not fit in ElasticQuota proj (tree projects)" in eng.pods["team/t-3"].reason
     # proj is above its runtime (its max) with its own pods: its new pod waits on proj
     # itself, not on lent quota, so no reclaim is for it, even after the delay: proj keeps
-    # its pods until they finish (semantics.md, "Reclaim ..., and only when it pays")
+    # its pods until they finish (docs/semantics.md, "Reclaim (getting lent quota back), and
+    # only when it pays")
     assert eng.decide(now=31.0).evictions == []
     assert eng.pods["team/t-2"].state is PodState.ADMITTED
     assert eng.pods["team/t-3"].state is PodState.PENDING

@@ -1,6 +1,6 @@
 """A pod kept on its flavor while evictions are under way is placed again once they are done.
 
-semantics.md, "Admission": a pending unit is admitted when it fits, with flavors on one
+docs/semantics.md, "Admission": a pending unit is admitted when it fits, with flavors on one
 flavor for all its pods. While evictions are under way, no pending pod's demand moves to
 another flavor (`ClaimBook.keeps_flavor`: the plans under way counted on the runtimes as
 they were), so a pod that would fit on another flavor is checked on its own only. Once

@@ -1,7 +1,7 @@
-"""`preemptionPolicy: Never` (semantics.md, "In-quota preemption"): such a unit keeps its
-place in the order by priority but never preempts by priority; reclaim of its quota's
-lent guarantee still applies to it. Through `quotree simulate`, from the pod's own field
-and from its PriorityClass."""
+"""`preemptionPolicy: Never` (docs/semantics.md, "In-quota preemption (unless
+`preemption.withinQuota: Never`)"): such a unit keeps its place in the order by priority but
+never preempts by priority; reclaim of its quota's lent guarantee still applies to it.
+Through `quotree simulate`, from the pod's own field and from its PriorityClass."""
 
 from __future__ import annotations
 

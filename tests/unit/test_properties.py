@@ -165,8 +165,9 @@ def overcommitted(eng: Engine, resource: str) -> bool:
 def test_admitted_usage_within_runtime_and_non_preemptible_within_min(scenario: Scenario) -> None:
     """Nothing is admitted above a runtime (its quota's and every ancestor's, as they stand
     after the round) or a max, and non-preemptible pods stay within the min. A quota may
-    hold more than its runtime when nobody waits for what it holds (semantics.md, "Reclaim
-    ..., and only when it pays"), but never because of an admission."""
+    hold more than its runtime when nobody waits for what it holds (docs/semantics.md,
+    "Reclaim (getting lent quota back), and only when it pays"), but never because of an
+    admission."""
     eng = build(scenario)
     np_used: dict[tuple[str, str], int] = {}
     for i, (q, request, priority, preemptible) in enumerate(scenario.pods):

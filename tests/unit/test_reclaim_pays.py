@@ -1,5 +1,6 @@
-"""Reclaim is for a waiting pod, and only when it pays (semantics.md, "Reclaim (getting lent
-quota back), and only when it pays"; "In-quota preemption", its last sentences)."""
+"""Reclaim is for a waiting pod, and only when it pays (docs/semantics.md, "Reclaim (getting
+lent quota back), and only when it pays"; "In-quota preemption (unless
+`preemption.withinQuota: Never`)", its last sentences)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Reclaim that pays, over random trees and arrivals (hypothesis): semantics.md, "Reclaim
-(getting lent quota back), and only when it pays" and "In-quota preemption".
+"""Reclaim that pays, over random trees and arrivals (hypothesis): docs/semantics.md, "Reclaim
+(getting lent quota back), and only when it pays" and "In-quota preemption (unless
+`preemption.withinQuota: Never`)".
 
 The engine is the operator's (evictions wait for the cluster): the test carries each
 round's evictions out itself, so it can look between the eviction and the next round.

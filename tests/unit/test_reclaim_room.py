@@ -1,7 +1,7 @@
-"""The room evictions free is the unit's they were for (semantics.md, "Reclaim ..., and only
-when it pays": evictions happen only for a waiting unit that then fits): while its victims
-are being evicted, no other pod is admitted into that room and no pod's demand moves to
-another flavor (which would move the runtimes the plan counted on)."""
+"""The room evictions free is the unit's they were for (docs/semantics.md, "Reclaim (getting
+lent quota back), and only when it pays": evictions happen only for a waiting unit that then
+fits): while its victims are being evicted, no other pod is admitted into that room and no
+pod's demand moves to another flavor (which would move the runtimes the plan counted on)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reclaim's victims fit the shortfall (semantics.md, "Reclaim (getting lent quota back), and
+"""Reclaim's victims fit the shortfall (docs/semantics.md, "Reclaim (getting lent quota back), and
 only when it pays": the fewest victims that let the unit in). Within one standing and
 priority, reclaim takes the fewest pods that free what the waiting pod is short of, and
 among those the ones that leave least of it idle; the latest admitted only among equals."""

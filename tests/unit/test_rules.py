@@ -1,4 +1,5 @@
-"""The eight configuration rules (semantics.md), as the webhook and the simulator apply them."""
+"""The eight configuration rules (docs/semantics.md, "Configuration rules"), as the webhook
+and the simulator apply them."""
 
 from collections import ChainMap
 from collections.abc import Iterable

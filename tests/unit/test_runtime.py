@@ -1,4 +1,5 @@
-"""Runtime: demand bottom-up and weighted water-filling top-down (semantics.md)."""
+"""Runtime: demand bottom-up and weighted water-filling top-down (docs/semantics.md,
+"Runtime: how a parent's total is shared")."""
 
 from builders import R, arrive, cohort, engine, pod, quota, runtimes
 

@@ -1,4 +1,5 @@
-"""Weighted water-filling with exact integer shares (semantics.md step 4)."""
+"""Weighted water-filling with exact integer shares (docs/semantics.md, "Runtime: how a
+parent's total is shared", step 4)."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st

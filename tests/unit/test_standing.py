@@ -1,4 +1,4 @@
-"""A pod's standing in its quota (semantics.md, "In-quota and over-quota pods"): admitted pods,
+"""A pod's standing in its quota (docs/semantics.md, "In-quota and over-quota pods"): admitted pods,
 by priority then admission, add up; a pod is in-quota while the running sum is within the
 quota's guarantee (its min, after scaling) in every resource the pod itself requests."""
 
