@@ -30,7 +30,7 @@ from quotree_operator.connection import list_request, open_api
 from quotree_operator.kube_errors import KubeError, refused
 from quotree_operator.listing import LIST_TIMEOUT, Lists
 from quotree_operator.pod_reader import ListRequest
-from quotree_operator.resources import call_for, events_of
+from quotree_operator.resources import PLURALS, call_for, events_of
 
 __all__ = ["Kube"]
 
@@ -326,8 +326,7 @@ class Kube(Lists):
             body["status"] = dict(status)
         if not body:
             return
-        plural = "cohorts" if kind == "Cohort" else "elasticquotas"
-        call = self._patch(namespace, plural, name, body, _MERGE_PATCH)
+        call = self._patch(namespace, PLURALS[kind], name, body, _MERGE_PATCH)
         await self.discard(f"{kind} {name}: status", call)
 
     async def patch_finalizers(
@@ -340,9 +339,8 @@ class Kube(Lists):
     ) -> None:
         """Set a Cohort's or ElasticQuota's finalizers to `after` if they are still `before`
         (bodies.finalizers_patch; a 422 when they are not)."""
-        plural = "cohorts" if kind == "Cohort" else "elasticquotas"
         ops = bodies.finalizers_patch(before, after)
-        call = self._patch(namespace, plural, name, ops, _JSON_PATCH)
+        call = self._patch(namespace, PLURALS[kind], name, ops, _JSON_PATCH)
         await self.discard(f"{kind} {name}: finalizers", call)
 
     def _patch(

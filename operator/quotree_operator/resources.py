@@ -18,15 +18,16 @@ from typing import Any
 from quotree.models import GROUP, VERSION
 from quotree.native_groups import POD_GROUP_API
 
-__all__ = ["EVENTS_PER_TURN", "call_for", "events_of"]
+__all__ = ["EVENTS_PER_TURN", "PLURALS", "call_for", "events_of"]
 
 #: Watch events taken in between two turns of the event loop.
 EVENTS_PER_TURN = 8
 
 logger = logging.getLogger(__name__)
 
-#: The custom objects by the name the operator gives them, and their plural.
-_CUSTOM = {
+#: quotree's custom objects by kind, and their plural in the API (client.py's patches and
+#: webhook_api.py's reads name them by it too).
+PLURALS = {
     "Cohort": "cohorts",
     "ElasticQuota": "elasticquotas",
     "ResourceFlavor": "resourceflavors",
@@ -49,7 +50,7 @@ def call_for(apis: Any, what: str, options: dict[str, Any]) -> tuple[Any, str]:
     if what == "podgroups":  # Kubernetes' own, alpha: through the generic call
         group, version = POD_GROUP_API.split("/")
         return apis.custom.list_cluster_custom_object(group, version, what, **options), "PodGroup"
-    plural = _CUSTOM.get(what)
+    plural = PLURALS.get(what)
     if plural is None:
         raise ValueError(f"no list call for {what!r}")
     return apis.custom.list_cluster_custom_object(GROUP, VERSION, plural, **options), what

@@ -14,6 +14,7 @@ from typing import Any
 from quotree.models import GROUP, VERSION
 from quotree_operator.client import Kube
 from quotree_operator.kube_errors import KubeError
+from quotree_operator.resources import PLURALS
 
 __all__ = ["WebhookCalls"]
 
@@ -46,7 +47,7 @@ class WebhookCalls:
         """True when the Cohort or ElasticQuota has a deletionTimestamp, or is already gone.
         Asked as a list by name: the operator may list these kinds (it has no `get`)."""
         api = self.kube.custom
-        plural = "cohorts" if kind == "Cohort" else "elasticquotas"
+        plural = PLURALS[kind]
         options = {"field_selector": f"metadata.name={name}", "_preload_content": False}
         if namespace:
             call = api.list_namespaced_custom_object(GROUP, VERSION, namespace, plural, **options)
