@@ -182,6 +182,21 @@ class Metrics:
                     family.remove(*values)
                     seen.discard(values)
 
+    def _ensure(self) -> None:
+        """Give every ElasticQuota its admission series at zero before its first admission:
+        a series that first shows up with its count already up is not an increase to
+        `rate()`, so the first admissions of a quota would not show on a dashboard."""
+        if self._engine is None:
+            return
+        seen = self._per_quota[self.admissions]
+        for name, config in self._engine.all_configs().items():
+            if not config.is_leaf:
+                continue
+            values = (name, config.namespace or "", config.parent or "")
+            if values not in seen:
+                self.admissions.labels(*self._seen(self.admissions, values))
+                self.admission_wait.labels(*self._seen(self.admission_wait, values))
+
     def webhook(self, webhook: str, seconds: float, error: bool) -> None:
         self.webhook_duration.labels(webhook=webhook).observe(seconds)
         if error:
@@ -195,6 +210,7 @@ class Metrics:
 
     def exposition(self) -> bytes:
         self._prune()
+        self._ensure()
         return generate_latest(self.registry)
 
 

@@ -197,3 +197,19 @@ def test_every_metric_has_the_labels_the_docs_state() -> None:
     assert sorted(seen) == sorted(documented)
     for name, labels in seen.items():
         assert labels == documented[name], name
+
+
+def test_every_quota_has_its_admission_series_at_zero_before_its_first_admission() -> None:
+    """Prometheus' rate() sees no increase in a series whose first sample already counts
+    the admissions: the series exist from the first scrape, so the first ones show."""
+    metrics = Metrics()
+    metrics.watch(_tree())
+    scraped = _scrape(metrics)
+    for name, parent in (("team-a", "vision"), ("team-b", "vision"), ("team-c", "ops")):
+        where = {"namespace": name, "parent": parent}
+        assert scraped[("quotree_admissions_total", _labels(node=name, **where))] == 0
+        assert scraped[("quotree_admission_wait_seconds_count", _labels(quota=name, **where))] == 0
+    assert not any(("node", "vision") in labels for n, labels in scraped if "admissions" in n)
+    metrics.admitted("team-b", created=1.0, now=2.0)
+    b = _labels(node="team-b", namespace="team-b", parent="vision")
+    assert _scrape(metrics)[("quotree_admissions_total", b)] == 1
