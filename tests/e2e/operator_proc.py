@@ -11,6 +11,9 @@ API (shared by the operator and webhook e2e tests):
   Lease lives there).
 - ``OperatorProcess.stop()`` (SIGINT, then SIGKILL after a grace period), ``.kill()``
   (SIGKILL at once, for restart tests), ``.log_tail(n)``, ``.log_text()``, ``.alive``.
+- ``module_operator(env, log_name)``: a context manager for a module's operator fixture:
+  the operator started and its webhook configurations written, then on exit stopped, its
+  configurations deleted, and an assertion that it did not die meanwhile.
 - ``delete_webhook_configurations()`` deletes what such an operator leaves behind when it
   stops: its Mutating- and ValidatingWebhookConfiguration (a local operator's, named
   ``LOCAL_WEBHOOK_CONFIGURATION``), which would otherwise hold up pods while no operator
@@ -25,6 +28,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from quotree_webhooks.configurations import LOCAL_CONFIGURATION_NAME
@@ -144,3 +149,17 @@ def delete_webhook_configurations() -> None:
     """Delete the webhook configurations a local operator wrote (see module docstring)."""
     for kind in WEBHOOK_CONFIGURATION_KINDS:
         cluster.kubectl("delete", kind, LOCAL_WEBHOOK_CONFIGURATION, "--ignore-not-found")
+
+
+@contextmanager
+def module_operator(env: dict[str, str], log_name: str) -> Iterator[OperatorProcess]:
+    """An operator for a module's tests (see module docstring)."""
+    proc = start_operator(env, log_name=log_name)
+    try:
+        proc.wait_for_log("configurations quotree.io written", 60)
+        yield proc
+    finally:
+        alive = proc.alive
+        proc.stop()
+        delete_webhook_configurations()
+        assert alive, "the operator died\n" + proc.log_tail()

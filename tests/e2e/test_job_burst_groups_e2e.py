@@ -24,7 +24,7 @@ import pytest
 
 from quotree.groups import POD_GROUP_LABEL, POD_GROUP_SIZE_ANNOTATION
 from tests.e2e import kube_helpers as k
-from tests.e2e.operator_proc import OperatorProcess, start_operator
+from tests.e2e.operator_proc import OperatorProcess, module_operator
 
 JOBS = 20
 PODS = 3
@@ -48,16 +48,8 @@ def operator(
         "QUOTREE_CERT_DIR": str(tmp_path_factory.mktemp("webhook-pki")),
         "QUOTREE_IDENTITY": "e2e-job-burst",
     }
-    proc = start_operator(env, log_name="operator-job-burst")
-    try:
-        proc.wait_for_log("configurations quotree.io written", 60)
+    with module_operator(env, "operator-job-burst") as proc:
         yield proc
-    finally:
-        alive = proc.alive
-        proc.stop()
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            k.cluster.kubectl("delete", kind, "quotree.io", "--ignore-not-found", check=False)
-        assert alive, "the operator died\n" + proc.log_tail()
 
 
 def burst_job(name: str, ns: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import pytest
 from quotree.groups import POD_GROUP_LABEL
 from quotree.native_groups import POD_GROUP_API
 from tests.e2e import kube_helpers as k
-from tests.e2e.operator_proc import OperatorProcess, start_operator
+from tests.e2e.operator_proc import OperatorProcess, module_operator
 
 GPU = "nvidia.com/gpu"
 RUN_FOR = "pod-complete.stage.kwok.x-k8s.io/delay"
@@ -47,16 +47,8 @@ def operator(
         "QUOTREE_IDENTITY": "e2e-native-groups",
         "QUOTREE_RECLAIM_DELAY": "5",
     }
-    proc = start_operator(env, log_name="operator-native-groups")
-    try:
-        proc.wait_for_log("configurations quotree.io written", 60)
+    with module_operator(env, "operator-native-groups") as proc:
         yield proc
-    finally:
-        alive = proc.alive
-        proc.stop()
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            k.cluster.kubectl("delete", kind, "quotree.io", "--ignore-not-found", check=False)
-        assert alive, "the operator died\n" + proc.log_tail()
 
 
 def indexed_job(name: str, ns: str, pods: int) -> dict[str, Any]:
