@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from tests.e2e import cluster
@@ -192,3 +197,22 @@ def admitted_pods(ns: str, selector: str | None = None) -> list[dict[str, Any]]:
 def events(ns: str, reason: str) -> list[dict[str, Any]]:
     items = cluster.kubectl_json("get", "events", "-n", ns)["items"]
     return [e for e in items if e.get("reason") == reason]
+
+
+def kubectl_quotree(
+    cluster: ModuleType, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`kubectl quotree ARGS` through the real kubectl, which finds the plugin in the venv."""
+    full = dict(os.environ)
+    full["KUBECONFIG"] = str(cluster.KUBECONFIG)
+    venv_bin = Path(sys.executable).parent
+    full["PATH"] = os.pathsep.join([str(cluster.KUBECTL.parent), str(venv_bin), full["PATH"]])
+    full.update(env or {})
+    return subprocess.run(
+        [str(cluster.KUBECTL), "quotree", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+        check=False,
+    )

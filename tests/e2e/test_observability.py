@@ -20,7 +20,6 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -36,7 +35,6 @@ from tests.e2e.operator_proc import OperatorProcess, start_operator
 from tests.e2e.prometheus_proc import free_port, http_get, one_value, promql, run_prometheus
 
 REPO = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = (
     "--headless",
@@ -193,25 +191,8 @@ def test_promql_leader_webhooks_and_decisions(
 # ------------------------------------------------------------------ kubectl quotree
 
 
-def kubectl_quotree(
-    cluster: ModuleType, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    full = dict(os.environ)
-    full["KUBECONFIG"] = str(cluster.KUBECONFIG)
-    full["PATH"] = os.pathsep.join([str(cluster.KUBECTL.parent), str(VENV_BIN), full["PATH"]])
-    full.update(env or {})
-    return subprocess.run(
-        [str(cluster.KUBECTL), "quotree", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_kubectl_quotree_tree(cluster: ModuleType, story: Story) -> None:
-    done = kubectl_quotree(cluster, "tree", "-o", "wide")
+    done = k.kubectl_quotree(cluster, "tree", "-o", "wide")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     cohort_line = next(line for line in lines if f"{story.cohort} (coh)" in line)
@@ -230,7 +211,7 @@ def test_kubectl_quotree_tree(cluster: ModuleType, story: Story) -> None:
     ]
     assert cells[6].startswith("[")
     assert f"{story.ns_a}/a-" in done.stdout
-    as_json = kubectl_quotree(cluster, "tree", "-o", "json")
+    as_json = k.kubectl_quotree(cluster, "tree", "-o", "json")
     assert as_json.returncode == 0, as_json.stderr
     report = json.loads(as_json.stdout)
     assert report["nodes"]["team-a"]["used"] == status["used"]
@@ -245,7 +226,7 @@ def test_kubectl_quotree_tree(cluster: ModuleType, story: Story) -> None:
 
 def test_kubectl_quotree_why(cluster: ModuleType, story: Story) -> None:
     waiting = next(p for p in k.pods(story.ns_a) if k.gated(p))["metadata"]["name"]
-    done = kubectl_quotree(cluster, "why", waiting, "-n", story.ns_a)
+    done = k.kubectl_quotree(cluster, "why", waiting, "-n", story.ns_a)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert f"quota:   ElasticQuota team-a in namespace {story.ns_a}" in out
@@ -255,7 +236,7 @@ def test_kubectl_quotree_why(cluster: ModuleType, story: Story) -> None:
     )
     assert "may never use more than 3" in out  # its max is what holds it back
     admitted = k.admitted_pods(story.ns_a)[0]["metadata"]["name"]
-    done = kubectl_quotree(cluster, "why", admitted, "-n", story.ns_a)
+    done = k.kubectl_quotree(cluster, "why", admitted, "-n", story.ns_a)
     assert "state:   admitted" in done.stdout
 
 
@@ -267,7 +248,7 @@ def test_kubectl_quotree_what_if(cluster: ModuleType, story: Story, tmp_path: Pa
         f"spec: {{parent: {story.cohort}, min: {{cpu: '2'}}, max: {{cpu: '4'}}}}\n"
     )
     before = cluster.kubectl_json("get", "elasticquota", "team-a", "-n", story.ns_a)
-    done = kubectl_quotree(cluster, "what-if", str(proposal))
+    done = k.kubectl_quotree(cluster, "what-if", str(proposal))
     assert done.returncode == 0, done.stderr
     assert "team-a                  cpu                            3  →  4  (changed)" in (
         done.stdout
@@ -284,7 +265,7 @@ def test_kubectl_quotree_what_if(cluster: ModuleType, story: Story, tmp_path: Pa
         f"metadata: {{name: team-b, namespace: {story.ns_b}}}\n"
         f"spec: {{parent: {story.cohort}, min: {{cpu: '2'}}}}\n"
     )
-    refused = kubectl_quotree(cluster, "what-if", str(bad))
+    refused = k.kubectl_quotree(cluster, "what-if", str(bad))
     assert refused.returncode == 3, refused.stderr  # refused: a pipeline stops here
     applied = cluster.kubectl("apply", "-f", str(bad), check=False)
     assert applied.returncode != 0
@@ -297,7 +278,7 @@ def test_kubectl_quotree_what_if(cluster: ModuleType, story: Story, tmp_path: Pa
 
 
 def test_kubectl_quotree_simulate(cluster: ModuleType, story: Story) -> None:
-    done = kubectl_quotree(cluster, "simulate", "-o", "json")
+    done = k.kubectl_quotree(cluster, "simulate", "-o", "json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     status = k.status("elasticquota", "team-a", story.ns_a)
@@ -320,7 +301,7 @@ def test_kubectl_quotree_bad_input(
         bad = tmp_path / "bad.yaml"
         bad.write_text("kind: [unclosed\n")
         args = tuple(str(bad) if a == "MALFORMED" else a for a in args)
-    done = kubectl_quotree(cluster, *args)
+    done = k.kubectl_quotree(cluster, *args)
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1, done.stderr
@@ -338,7 +319,7 @@ def test_kubectl_quotree_without_a_cluster(cluster: ModuleType, tmp_path: Path) 
         "contexts: [{name: none, context: {cluster: none, user: none}}]\n"
         "users: [{name: none, user: {token: not-checked}}]\n"
     )
-    done = kubectl_quotree(cluster, "tree", env={"KUBECONFIG": str(kubeconfig)})
+    done = k.kubectl_quotree(cluster, "tree", env={"KUBECONFIG": str(kubeconfig)})
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1, done.stderr
     assert "refused" in done.stderr

@@ -11,9 +11,6 @@ The plugin runs as `kubectl quotree ...` (kubectl finds kubectl-quotree in .venv
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,26 +21,8 @@ import pytest
 from tests.e2e import kube_helpers as k
 from tests.e2e.operator_proc import OperatorProcess, start_operator
 
-VENV_BIN = Path(sys.executable).parent
 GPU = "nvidia.com/gpu"
 PODS_PER_QUOTA = 6
-
-
-def kubectl_quotree(
-    cluster: ModuleType, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    full = dict(os.environ)
-    full["KUBECONFIG"] = str(cluster.KUBECONFIG)
-    full["PATH"] = os.pathsep.join([str(cluster.KUBECTL.parent), str(VENV_BIN), full["PATH"]])
-    full.update(env or {})
-    return subprocess.run(
-        [str(cluster.KUBECTL), "quotree", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=120,
-        check=False,
-    )
 
 
 @dataclass
@@ -119,7 +98,7 @@ def story(cluster: ModuleType) -> Iterator[Story]:
 def test_pending_lists_the_pods_in_the_order_they_are_admitted_as_room_appears(
     cluster: ModuleType, story: Story
 ) -> None:
-    done = kubectl_quotree(cluster, "pending", "-A", "-o", "json")
+    done = k.kubectl_quotree(cluster, "pending", "-A", "-o", "json")
     assert done.returncode == 0, done.stderr
     items = [i for i in json.loads(done.stdout)["items"] if story.mine(i["namespace"])]
     listed = [f"{i['namespace']}/{i['name']}" for i in items]
@@ -133,7 +112,7 @@ def test_pending_lists_the_pods_in_the_order_they_are_admitted_as_room_appears(
     a_queue = [i["name"] for i in items if i["quota"] == "team-a"]
     assert a_queue == ["a-2", "a-5", "a-0", "a-1", "a-3", "a-4"]  # HIGH, then LOW by name
     # The table says the same.
-    table = kubectl_quotree(cluster, "pending", "-A")
+    table = k.kubectl_quotree(cluster, "pending", "-A")
     assert table.returncode == 0, table.stderr
     rows = [row.split() for row in table.stdout.splitlines()[1:]]
     assert [f"{r[1]}/{r[2]}" for r in rows if story.mine(r[1])] == listed
@@ -170,11 +149,11 @@ def test_kubectl_habits_on_the_live_cluster(
         60,
         "the operator to say why huge waits",
     )
-    before = kubectl_quotree(cluster, "-n", story.ns_a, "why", "huge")
+    before = k.kubectl_quotree(cluster, "-n", story.ns_a, "why", "huge")
     assert before.returncode == 0, before.stderr
     assert "never:   it can never fit as the tree stands, whatever finishes:" in before.stdout
     assert f"{GPU}: the request 12 is over ElasticQuota team-a's max 10 by 2" in before.stdout
-    after = kubectl_quotree(cluster, "why", "huge", "--namespace", story.ns_a)
+    after = k.kubectl_quotree(cluster, "why", "huge", "--namespace", story.ns_a)
     assert after.stdout == before.stdout
     # Without -n: the namespace of the kubeconfig's current context.
     kubeconfig = tmp_path / "kubeconfig"
@@ -183,12 +162,12 @@ def test_kubectl_habits_on_the_live_cluster(
         "--kubeconfig", str(kubeconfig), "config", "set-context", "--current",
         f"--namespace={story.ns_a}",
     )  # fmt: skip
-    by_context = kubectl_quotree(cluster, "why", "huge", "--kubeconfig", str(kubeconfig))
+    by_context = k.kubectl_quotree(cluster, "why", "huge", "--kubeconfig", str(kubeconfig))
     assert by_context.returncode == 0, by_context.stderr
     assert by_context.stdout == before.stdout
-    waiting = kubectl_quotree(cluster, "--kubeconfig", str(kubeconfig), "pending")
+    waiting = k.kubectl_quotree(cluster, "--kubeconfig", str(kubeconfig), "pending")
     assert waiting.returncode == 0, waiting.stderr
     assert [row.split()[2] for row in waiting.stdout.splitlines()[1:]] == ["huge"]
-    default = kubectl_quotree(cluster, "why", "huge")  # the test kubeconfig names none
+    default = k.kubectl_quotree(cluster, "why", "huge")  # the test kubeconfig names none
     assert default.returncode == 1
     assert "pod default/huge not found" in default.stderr
